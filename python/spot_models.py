@@ -1,0 +1,64 @@
+"""The models of `spot train` in Python PyTorch.
+
+Module and parameter names match src/train/model.cc, so the state dict that
+`spot train` writes (model.pt) loads with model.load_state_dict(torch.load(...)).
+"""
+import gzip
+import os
+
+import numpy as np
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+FASHION_MNIST_MEAN = 0.2860
+FASHION_MNIST_STD = 0.3530
+
+
+class Cnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(32)
+        self.conv2 = nn.Conv2d(32, 64, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(64)
+        self.fc1 = nn.Linear(64 * 7 * 7, 128)
+        self.dropout = nn.Dropout(0.25)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        h = F.max_pool2d(F.relu(self.bn1(self.conv1(x)), inplace=True), 2)
+        h = F.max_pool2d(F.relu(self.bn2(self.conv2(h)), inplace=True), 2)
+        h = self.dropout(F.relu(self.fc1(h.flatten(1)), inplace=True))
+        return self.fc2(h)
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(28 * 28, 256)
+        self.fc2 = nn.Linear(256, 128)
+        self.dropout = nn.Dropout(0.2)
+        self.fc3 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        h = F.relu(self.fc1(x.flatten(1)), inplace=True)
+        h = self.dropout(F.relu(self.fc2(h), inplace=True))
+        return self.fc3(h)
+
+
+def make_model(name):
+    return {"cnn": Cnn, "mlp": Mlp}[name]()
+
+
+def load_fashion_mnist(directory, split):
+    """Returns (images [n,1,28,28] float32 normalized, labels [n] int64)."""
+    prefix = "train" if split == "train" else "t10k"
+    with gzip.open(os.path.join(directory, prefix + "-images-idx3-ubyte.gz")) as f:
+        raw = f.read()
+    images = np.frombuffer(raw, dtype=np.uint8, offset=16).reshape(-1, 1, 28, 28)
+    with gzip.open(os.path.join(directory, prefix + "-labels-idx1-ubyte.gz")) as f:
+        labels = np.frombuffer(f.read(), dtype=np.uint8, offset=8)
+    x = torch.from_numpy(images.astype(np.float32) / 255.0)
+    x = (x - FASHION_MNIST_MEAN) / FASHION_MNIST_STD
+    return x, torch.from_numpy(labels.astype(np.int64))

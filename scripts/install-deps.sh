@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs every Debian package SpotTrain needs to build, test, benchmark and run
+# its demo. Idempotent: asks dpkg first and touches apt only when something is
+# missing. Run as root (or with sudo available).
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config ccache clang-format
+  # libraries
+  libtorch-dev libopenblas0-openmp
+  libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  libxxhash-dev libzstd-dev zlib1g-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # data and the Python side (interop test, benchmark baseline)
+  dataset-fashion-mnist python3 python3-torch python3-numpy
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "installed" ]] || missing+=("$p")
+done
+
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# LibTorch links against the generic BLAS name; make sure the optimized OpenBLAS
+# serves it, not the single-threaded reference BLAS that the base image carries.
+arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+want=/usr/lib/$arch/openblas-openmp/libblas.so.3
+if [[ -e "$want" ]]; then
+  current=$(readlink -f "/etc/alternatives/libblas.so.3-$arch" 2>/dev/null || true)
+  if [[ "$current" != "$(readlink -f "$want")" ]]; then
+    "${sudo_cmd[@]}" update-alternatives --set "libblas.so.3-$arch" "$want" >/dev/null
+  fi
+  want_lapack=/usr/lib/$arch/openblas-openmp/liblapack.so.3
+  if [[ -e "$want_lapack" ]]; then
+    current=$(readlink -f "/etc/alternatives/liblapack.so.3-$arch" 2>/dev/null || true)
+    if [[ "$current" != "$(readlink -f "$want_lapack")" ]]; then
+      "${sudo_cmd[@]}" update-alternatives --set "liblapack.so.3-$arch" "$want_lapack" >/dev/null
+    fi
+  fi
+fi
+echo "install-deps: all packages present"

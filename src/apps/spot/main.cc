@@ -1,0 +1,30 @@
+// spot: the SpotTrain command line.
+//
+// Exit codes: 0 success, 1 runtime failure, 2 bad input (job file, flags).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "apps/spot/commands.h"
+#include "core/logging.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"SpotTrain: train ML models on spot instances without losing progress."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "spot 0.1.0");
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "Log debug details");
+
+  spot::cli::TrainArgs train_args;
+  CLI::App* train = spot::cli::AddTrainCommand(app, &train_args);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : spot::cli::kExitBadInput;
+  }
+  spot::InitLogging(verbose ? spot::LogLevel::kDebug : spot::LogLevel::kInfo);
+  if (train->parsed()) return spot::cli::RunTrain(train_args);
+  return spot::cli::kExitBadInput;
+}

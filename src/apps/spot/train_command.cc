@@ -1,0 +1,62 @@
+// `spot train JOB.yaml`: trains one job on this machine.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "apps/spot/commands.h"
+#include "apps/spot/exit_code.h"
+#include "train/train_spec.h"
+#include "train/trainer.h"
+
+namespace spot::cli {
+
+CLI::App* AddTrainCommand(CLI::App& app, TrainArgs* args) {
+  CLI::App* cmd = app.add_subcommand(
+      "train",
+      "Train a job on this machine. Resumes from the newest valid checkpoint when the job "
+      "says resume: auto (the default). Writes <output_dir>/model.pt (a state dict Python's "
+      "torch.load reads) and <output_dir>/summary.json.");
+  cmd->add_option("job", args->job_path, "Job file (YAML); see docs/job-spec.md")->required();
+  cmd->add_option("--step-log", args->step_log,
+                  "Append one line per step to this file: step,epoch,loss,lr (exact values)");
+  cmd->add_flag("--plain", args->plain_progress,
+                "Periodic log lines instead of a progress bar, even on a terminal");
+  cmd->add_option("--log-interval", args->log_interval_s,
+                  "Seconds between progress lines when not on a terminal")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  return cmd;
+}
+
+int RunTrain(const TrainArgs& args) {
+  auto spec = train::LoadTrainSpec(args.job_path);
+  if (!spec.ok()) {
+    fmt::print(stderr, "error: {}\n", spec.status().message());
+    return ExitCodeFor(spec.status());
+  }
+  auto trainer = train::Trainer::Create(
+      *spec, {.step_log_path = args.step_log,
+              .plain_progress = args.plain_progress,
+              .log_interval_s = args.log_interval_s});
+  if (!trainer.ok()) {
+    fmt::print(stderr, "error: {}\n", trainer.status().message());
+    return ExitCodeFor(trainer.status());
+  }
+  auto summary = (*trainer)->Run();
+  if (!summary.ok()) {
+    fmt::print(stderr, "error: {}\n", summary.status().message());
+    return ExitCodeFor(summary.status());
+  }
+  const train::TrainSummary& s = *summary;
+  fmt::print("{}: {} steps ({} this run{}), test accuracy {:.2f}%, test loss {:.4f}\n",
+             spec->name, s.steps, s.steps_this_run,
+             s.resumed_from_step >= 0 ? fmt::format(", resumed from step {}", s.resumed_from_step)
+                                      : "",
+             s.test_accuracy * 100, s.test_loss);
+  fmt::print("throughput {:.0f} samples/s, {} checkpoints in {:.2f} s, wall time {:.1f} s\n",
+             s.train_samples_per_s, s.checkpoints_saved, s.checkpoint_seconds, s.wall_seconds);
+  fmt::print("model: {}\nsummary: {}\n", s.model_path, s.summary_path);
+  return kExitOk;
+}
+
+}  // namespace spot::cli

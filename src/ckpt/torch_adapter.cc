@@ -1,0 +1,105 @@
+#include "ckpt/torch_adapter.h"
+
+#include <ATen/ATen.h>
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace spot::ckpt {
+namespace {
+
+Result<DType> FromScalarType(at::ScalarType t) {
+  switch (t) {
+    case at::kByte: return DType::kU8;
+    case at::kChar: return DType::kI8;
+    case at::kShort: return DType::kI16;
+    case at::kInt: return DType::kI32;
+    case at::kLong: return DType::kI64;
+    case at::kHalf: return DType::kF16;
+    case at::kBFloat16: return DType::kBF16;
+    case at::kFloat: return DType::kF32;
+    case at::kDouble: return DType::kF64;
+    case at::kBool: return DType::kBool;
+    default: return InvalidArgumentError(fmt::format("dtype {} cannot be checkpointed", at::toString(t)));
+  }
+}
+
+at::ScalarType ToScalarType(DType t) {
+  switch (t) {
+    case DType::kU8: return at::kByte;
+    case DType::kI8: return at::kChar;
+    case DType::kI16: return at::kShort;
+    case DType::kI32: return at::kInt;
+    case DType::kI64: return at::kLong;
+    case DType::kF16: return at::kHalf;
+    case DType::kBF16: return at::kBFloat16;
+    case DType::kF32: return at::kFloat;
+    case DType::kF64: return at::kDouble;
+    case DType::kBool: return at::kBool;
+  }
+  return at::kByte;
+}
+
+std::string ShapeString(c10::IntArrayRef s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+}  // namespace
+
+Status PutTensor(Container* c, std::string name, const at::Tensor& t) {
+  try {
+    if (!t.defined()) return InvalidArgumentError("tensor '" + name + "' is undefined");
+    if (!t.device().is_cpu()) return InvalidArgumentError("tensor '" + name + "' is not on the CPU");
+    SPOT_ASSIGN_OR_RETURN(DType dtype, FromScalarType(t.scalar_type()));
+    at::Tensor src = t.detach();
+    std::span<char> dst = c->AddUninitialized(std::move(name), dtype, src.sizes().vec());
+    if (dst.empty()) return Status::Ok();
+    if (src.is_contiguous()) {
+      std::memcpy(dst.data(), src.data_ptr(), dst.size());
+    } else {
+      at::Tensor view = at::from_blob(dst.data(), src.sizes(), src.options());
+      view.copy_(src);
+    }
+    return Status::Ok();
+  } catch (const c10::Error& e) {
+    return InternalError(std::string("copying tensor into checkpoint: ") + e.what_without_backtrace());
+  }
+}
+
+Status GetTensorInto(const Container& c, std::string_view name, const at::Tensor& dst) {
+  const Record* r = c.Find(name);
+  if (r == nullptr) return FailedPreconditionError(fmt::format("checkpoint has no '{}'", name));
+  if (ToScalarType(r->dtype) != dst.scalar_type() || r->shape != dst.sizes().vec()) {
+    return FailedPreconditionError(fmt::format(
+        "checkpoint's '{}' is {}{}, the model expects {}{}", name, DTypeName(r->dtype),
+        ShapeString(r->shape), at::toString(dst.scalar_type()), ShapeString(dst.sizes())));
+  }
+  try {
+    if (r->data.empty()) return Status::Ok();
+    at::NoGradGuard no_grad;
+    if (dst.is_contiguous()) {
+      std::memcpy(dst.data_ptr(), r->data.data(), r->data.size());
+    } else {
+      // from_blob needs a mutable pointer; the source is only read.
+      at::Tensor src = at::from_blob(const_cast<char*>(r->data.data()), dst.sizes(),
+                                     dst.options().requires_grad(false));
+      dst.copy_(src);
+    }
+    return Status::Ok();
+  } catch (const c10::Error& e) {
+    return InternalError(std::string("restoring tensor from checkpoint: ") + e.what_without_backtrace());
+  }
+}
+
+Result<at::Tensor> GetTensor(const Container& c, std::string_view name) {
+  const Record* r = c.Find(name);
+  if (r == nullptr) return FailedPreconditionError(fmt::format("checkpoint has no '{}'", name));
+  try {
+    at::Tensor t = at::empty(r->shape, at::TensorOptions().dtype(ToScalarType(r->dtype)));
+    if (!r->data.empty()) std::memcpy(t.data_ptr(), r->data.data(), r->data.size());
+    return t;
+  } catch (const c10::Error& e) {
+    return InternalError(std::string("restoring tensor from checkpoint: ") + e.what_without_backtrace());
+  }
+}
+
+}  // namespace spot::ckpt

@@ -1,0 +1,55 @@
+#include "ckpt/torch_adapter.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+namespace spot::ckpt {
+namespace {
+
+TEST(TorchAdapterTest, RoundTripsDtypesAndLayouts) {
+  at::manual_seed(3);
+  Container c;
+  at::Tensor f = at::randn({3, 4});
+  at::Tensor strided = at::randn({4, 3}).t();  // not contiguous
+  at::Tensor d = at::randn({5}, at::kDouble);
+  at::Tensor l = at::arange(7, at::kLong);
+  at::Tensor scalar = at::scalar_tensor(2.5, at::kFloat);
+  at::Tensor b = at::randn({6}).to(at::kBFloat16);
+  ASSERT_TRUE(PutTensor(&c, "f", f).ok());
+  ASSERT_TRUE(PutTensor(&c, "strided", strided).ok());
+  ASSERT_TRUE(PutTensor(&c, "d", d).ok());
+  ASSERT_TRUE(PutTensor(&c, "l", l).ok());
+  ASSERT_TRUE(PutTensor(&c, "scalar", scalar).ok());
+  ASSERT_TRUE(PutTensor(&c, "b", b).ok());
+  std::string scratch, bytes;
+  uint64_t sum;
+  for (auto p : c.Encode(&scratch, &sum)) bytes.append(p);
+  auto dec = Container::Decode(bytes, "t");
+  ASSERT_TRUE(dec.ok());
+  for (auto [name, t] : {std::pair{"f", f}, {"strided", strided}, {"d", d}, {"l", l},
+                         {"scalar", scalar}, {"b", b}}) {
+    auto got = GetTensor(*dec, name);
+    ASSERT_TRUE(got.ok()) << name;
+    EXPECT_TRUE(at::equal(*got, t)) << name;
+    at::Tensor into = at::zeros_like(t);
+    ASSERT_TRUE(GetTensorInto(*dec, name, into).ok()) << name;
+    EXPECT_TRUE(at::equal(into, t)) << name;
+  }
+  // In place into a non-contiguous destination.
+  at::Tensor dst = at::zeros({3, 4}).t().contiguous().t();
+  ASSERT_TRUE(GetTensorInto(*dec, "f", dst).ok());
+  EXPECT_TRUE(at::equal(dst, f));
+}
+
+TEST(TorchAdapterTest, MismatchesAreReported) {
+  Container c;
+  ASSERT_TRUE(PutTensor(&c, "w", at::ones({2, 2})).ok());
+  Status s = GetTensorInto(c, "w", at::zeros({3}));
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("f32[2, 2]"), std::string::npos) << s.message();
+  EXPECT_EQ(GetTensorInto(c, "missing", at::zeros({1})).code(), StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(PutTensor(&c, "u", at::Tensor()).ok());
+}
+
+}  // namespace
+}  // namespace spot::ckpt

@@ -1,0 +1,66 @@
+#include "core/file_io.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace spot {
+namespace {
+
+namespace fs = std::filesystem;
+
+class FileIoTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("spot_file_io_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    ASSERT_TRUE(CreateDirectories(dir_.string()).ok());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(FileIoTest, WriteThenReadBack) {
+  std::string path = (dir_ / "a.bin").string();
+  std::string_view pieces[] = {"hello ", "", "world"};
+  ASSERT_TRUE(WriteFileAtomically(path, pieces).ok());
+  auto r = ReadFile(path);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, "hello world");
+  // Overwrite replaces the whole file.
+  ASSERT_TRUE(WriteFileAtomically(path, "x").ok());
+  EXPECT_EQ(*ReadFile(path), "x");
+  // No temporary file is left behind.
+  int files = 0;
+  for (auto& e : fs::directory_iterator(dir_)) {
+    ++files;
+    EXPECT_FALSE(e.path().filename().string().starts_with(kTempFilePrefix));
+  }
+  EXPECT_EQ(files, 1);
+}
+
+TEST_F(FileIoTest, LargeFileRoundTrips) {
+  std::string big(3 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131 % 251);
+  std::string path = (dir_ / "big").string();
+  ASSERT_TRUE(WriteFileAtomically(path, big).ok());
+  EXPECT_EQ(*ReadFile(path), big);
+}
+
+TEST_F(FileIoTest, MissingFileIsNotFound) {
+  auto r = ReadFile((dir_ / "nope").string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("nope"), std::string::npos);
+}
+
+TEST_F(FileIoTest, WriteIntoMissingDirectoryFailsCleanly) {
+  Status s = WriteFileAtomically((dir_ / "no" / "such" / "f").string(), "x");
+  EXPECT_FALSE(s.ok());
+  EXPECT_FALSE(fs::exists(dir_ / "no"));
+}
+
+}  // namespace
+}  // namespace spot

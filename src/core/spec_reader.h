@@ -1,0 +1,90 @@
+// SpecReader reads a user's YAML file field by field and reports every problem
+// with the file, line, column and dotted field name, e.g.
+//   job.yaml:7:9: optimizer.lr: must be > 0 (got -1)
+//   job.yaml:3:1: batch_sise: unknown field (did you mean 'batch_size'?)
+// Each accessor declares a field (type, bounds, default taken from *out) in one
+// place, so validation and documentation share a source. Errors accumulate;
+// Finish() returns all of them as one InvalidArgument Status.
+//
+// Not thread-safe. A nested reader (Section) shares its parent's error list.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "core/status.h"
+
+namespace spot {
+
+// Inclusive bounds unless the *_exclusive flag is set.
+struct Bounds {
+  std::optional<double> min;
+  std::optional<double> max;
+  bool min_exclusive = false;
+  bool max_exclusive = false;
+};
+
+class SpecReader {
+ public:
+  // Parses `path`. A missing file is NotFound; a YAML syntax error or a
+  // top level that is not a mapping is InvalidArgument naming the line.
+  static Result<SpecReader> FromFile(const std::string& path);
+  // Parses `text` as if it were the contents of `file_name`.
+  static Result<SpecReader> FromString(const std::string& text, const std::string& file_name);
+
+  // Scalars. Absent optional fields leave *out unchanged (its value is the default).
+  void Int(std::string_view key, int64_t* out, Bounds bounds = {}, bool required = false);
+  void Double(std::string_view key, double* out, Bounds bounds = {}, bool required = false);
+  void Bool(std::string_view key, bool* out);
+  void String(std::string_view key, std::string* out, bool required = false);
+  // A string that must be one of `allowed`.
+  void Enum(std::string_view key, std::string* out, std::initializer_list<std::string_view> allowed,
+            bool required = false);
+
+  // A nested mapping; an absent key gives an empty section (all defaults).
+  // The section is owned by this reader and lives as long as it does.
+  SpecReader& Section(std::string_view key, bool required = false);
+
+  bool Has(std::string_view key) const;
+  // The dotted name of `key` in this section, for messages ("optimizer.lr").
+  std::string FieldName(std::string_view key) const;
+  // Where `key` sits ("job.yaml:7:9"), or this section's position when absent.
+  std::string Where(std::string_view key) const;
+  // Records an error about `key` (for cross-field checks).
+  void AddError(std::string_view key, const std::string& reason);
+
+  // Reports fields of this section (and every section taken from it) that no
+  // accessor read, then returns all errors, or OK.
+  Status Finish();
+
+  const std::string& file() const { return file_; }
+
+ private:
+  struct Shared {
+    std::vector<std::string> errors;
+  };
+  SpecReader(std::string file, YAML::Node node, std::string prefix, std::shared_ptr<Shared> shared);
+
+  // Marks `key` known and returns its node when present and a scalar.
+  std::optional<YAML::Node> Scalar(std::string_view key, bool required, std::string_view kind);
+  void CheckBounds(std::string_view key, double v, const Bounds& b);
+  void CollectUnknown() const;
+  YAML::Mark Mark(std::string_view key) const;
+
+  std::string file_;
+  YAML::Node node_;
+  std::string prefix_;
+  std::shared_ptr<Shared> shared_;
+  std::set<std::string, std::less<>> known_;
+  std::vector<std::unique_ptr<SpecReader>> sections_;
+};
+
+}  // namespace spot

@@ -1,0 +1,71 @@
+#include "train/model.h"
+
+#include <torch/nn/functional/pooling.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
+
+namespace spot::train {
+namespace {
+
+namespace nn = torch::nn;
+
+class Cnn final : public Net {
+ public:
+  Cnn()
+      : conv1_(register_module("conv1", nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1).bias(false)))),
+        bn1_(register_module("bn1", nn::BatchNorm2d(32))),
+        conv2_(register_module("conv2", nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1).bias(false)))),
+        bn2_(register_module("bn2", nn::BatchNorm2d(64))),
+        fc1_(register_module("fc1", nn::Linear(64 * 7 * 7, 128))),
+        dropout_(register_module("dropout", nn::Dropout(0.25))),
+        fc2_(register_module("fc2", nn::Linear(128, 10))) {}
+
+  at::Tensor forward(const at::Tensor& x) override {
+    at::Tensor h = at::max_pool2d(bn1_(conv1_(x)).relu_(), {2, 2});
+    h = at::max_pool2d(bn2_(conv2_(h)).relu_(), {2, 2});
+    h = dropout_(fc1_(h.flatten(1)).relu_());
+    return fc2_(h);
+  }
+
+ private:
+  nn::Conv2d conv1_;
+  nn::BatchNorm2d bn1_;
+  nn::Conv2d conv2_;
+  nn::BatchNorm2d bn2_;
+  nn::Linear fc1_;
+  nn::Dropout dropout_;
+  nn::Linear fc2_;
+};
+
+class Mlp final : public Net {
+ public:
+  Mlp()
+      : fc1_(register_module("fc1", nn::Linear(28 * 28, 256))),
+        fc2_(register_module("fc2", nn::Linear(256, 128))),
+        dropout_(register_module("dropout", nn::Dropout(0.2))),
+        fc3_(register_module("fc3", nn::Linear(128, 10))) {}
+
+  at::Tensor forward(const at::Tensor& x) override {
+    at::Tensor h = fc1_(x.flatten(1)).relu_();
+    h = dropout_(fc2_(h).relu_());
+    return fc3_(h);
+  }
+
+ private:
+  nn::Linear fc1_;
+  nn::Linear fc2_;
+  nn::Dropout dropout_;
+  nn::Linear fc3_;
+};
+
+}  // namespace
+
+std::shared_ptr<Net> MakeModel(const std::string& name) {
+  if (name == "cnn") return std::make_shared<Cnn>();
+  if (name == "mlp") return std::make_shared<Mlp>();
+  return nullptr;
+}
+
+}  // namespace spot::train

@@ -1,0 +1,26 @@
+// The models `spot train` knows, by name. Module and parameter names match the
+// Python definitions in python/spot_models.py, so a state dict written here
+// loads there unchanged.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <torch/nn/module.h>
+
+namespace spot::train {
+
+class Net : public torch::nn::Module {
+ public:
+  // x: [batch, 1, 28, 28] normalized images. Returns [batch, 10] logits.
+  virtual at::Tensor forward(const at::Tensor& x) = 0;
+};
+
+// "cnn": two 3x3 conv + batch-norm + max-pool blocks (32, 64 channels), then
+//        3136 -> 128 -> 10 with dropout 0.25 (421k parameters).
+// "mlp": 784 -> 256 -> 128 -> 10 with ReLU and dropout 0.2 (235k parameters).
+// Initial weights come from LibTorch's default generator: seed it first.
+// Returns nullptr for an unknown name.
+std::shared_ptr<Net> MakeModel(const std::string& name);
+
+}  // namespace spot::train

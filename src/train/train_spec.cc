@@ -1,0 +1,91 @@
+#include "train/train_spec.h"
+
+#include "core/file_io.h"
+#include "core/spec_reader.h"
+#include "train/fashion_mnist.h"
+
+namespace spot::train {
+namespace {
+
+void ReadOptimizer(SpecReader& r, OptimizerSpec* o) {
+  r.Enum("type", &o->type, {"sgd", "adam"});
+  if (o->type == "adam") o->lr = 1e-3;  // the conventional default for Adam
+  r.Double("lr", &o->lr, {.min = 0, .min_exclusive = true});
+  r.Double("weight_decay", &o->weight_decay, {.min = 0});
+  if (o->type == "sgd") {
+    r.Double("momentum", &o->momentum, {.min = 0, .max = 1, .max_exclusive = true});
+    r.Bool("nesterov", &o->nesterov);
+    for (const char* k : {"beta1", "beta2", "eps"}) {
+      if (r.Has(k)) r.AddError(k, "applies to adam only");
+    }
+  } else {
+    r.Double("beta1", &o->beta1, {.min = 0, .max = 1, .max_exclusive = true});
+    r.Double("beta2", &o->beta2, {.min = 0, .max = 1, .max_exclusive = true});
+    r.Double("eps", &o->eps, {.min = 0, .min_exclusive = true});
+    for (const char* k : {"momentum", "nesterov"}) {
+      if (r.Has(k)) r.AddError(k, "applies to sgd only");
+    }
+  }
+}
+
+void ReadSchedule(SpecReader& r, ScheduleSpec* s) {
+  r.Enum("type", &s->type, {"constant", "step", "cosine"});
+  r.Int("warmup_steps", &s->warmup_steps, {.min = 0});
+  r.Int("step_size", &s->step_size, {.min = 1});
+  r.Double("gamma", &s->gamma, {.min = 0, .max = 1, .min_exclusive = true});
+  r.Double("min_lr", &s->min_lr, {.min = 0});
+}
+
+}  // namespace
+
+Result<TrainSpec> ParseTrainSpec(const std::string& yaml, const std::string& file_name) {
+  SPOT_ASSIGN_OR_RETURN(SpecReader top, SpecReader::FromString(yaml, file_name));
+  TrainSpec s;
+  s.source = file_name;
+  top.String("name", &s.name);
+  top.Enum("model", &s.model, {"cnn", "mlp"}, /*required=*/true);
+  SpecReader& data = top.Section("dataset");
+  data.Enum("name", &s.dataset, {"fashion-mnist"});
+  data.String("path", &s.dataset_path);
+  top.Int("batch_size", &s.batch_size, {.min = 1, .max = 60000}, /*required=*/true);
+  top.Int("eval_batch_size", &s.eval_batch_size, {.min = 1});
+  top.Int("epochs", &s.epochs, {.min = 0});
+  top.Int("steps", &s.steps, {.min = 0});
+  top.Int("seed", &s.seed, {.min = 0});
+  top.Int("threads", &s.threads, {.min = 0, .max = 256});
+  top.Enum("resume", &s.resume, {"auto", "never"});
+  top.String("output_dir", &s.output_dir);
+  ReadOptimizer(top.Section("optimizer", /*required=*/true), &s.optimizer);
+  ReadSchedule(top.Section("schedule"), &s.schedule);
+  SpecReader& ck = top.Section("checkpoint");
+  ck.String("dir", &s.checkpoint.dir);
+  ck.Int("interval_steps", &s.checkpoint.interval_steps, {.min = 1});
+  ck.Int("keep", &s.checkpoint.keep, {.min = 1, .max = 1000});
+
+  if (s.epochs == 0 && s.steps == 0) {
+    top.AddError("epochs", "give epochs or steps (or both; training stops at the first reached)");
+  }
+  if (s.name.empty()) top.AddError("name", "must not be empty");
+  if (s.output_dir.empty()) s.output_dir = "runs/" + s.name;
+  if (s.checkpoint.dir.empty()) s.checkpoint.dir = s.output_dir + "/checkpoints";
+  std::string missing = MissingFashionMnistFiles(s.dataset_path);
+  if (!missing.empty()) {
+    data.AddError("path", s.dataset_path + ": missing " + missing +
+                              " (install Debian's dataset-fashion-mnist)");
+  }
+  SPOT_RETURN_IF_ERROR(top.Finish());
+  return s;
+}
+
+Result<TrainSpec> LoadTrainSpec(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) {
+      return InvalidArgumentError(path + ": no such file");
+    }
+    return text.status();
+  }
+  return ParseTrainSpec(*text, path);
+}
+
+}  // namespace spot::train

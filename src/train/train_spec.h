@@ -1,0 +1,62 @@
+// TrainSpec: the training section of a job, read from YAML (see
+// docs/job-spec.md). Each field's meaning, default and bounds are declared once
+// in train_spec.cc, where the reader checks them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace spot::train {
+
+struct OptimizerSpec {
+  std::string type = "sgd";     // sgd | adam
+  double lr = 0.01;             // > 0
+  double momentum = 0.9;        // sgd only, [0, 1)
+  bool nesterov = false;        // sgd only
+  double beta1 = 0.9;           // adam only, [0, 1)
+  double beta2 = 0.999;         // adam only, [0, 1)
+  double eps = 1e-8;            // adam only, > 0
+  double weight_decay = 0.0;    // >= 0
+};
+
+struct ScheduleSpec {
+  std::string type = "constant";  // constant | step | cosine
+  int64_t warmup_steps = 0;       // linear warm-up from 0 (step and cosine), >= 0
+  int64_t step_size = 1000;       // step: multiply by gamma every step_size steps, >= 1
+  double gamma = 0.1;             // step: factor, (0, 1]
+  double min_lr = 0.0;            // cosine: floor, >= 0
+};
+
+struct CheckpointSpec {
+  std::string dir;                // default: <output_dir>/checkpoints
+  int64_t interval_steps = 500;   // save every N optimizer steps (>= 1), and at the end
+  int64_t keep = 3;               // versions kept on disk, >= 1
+};
+
+struct TrainSpec {
+  std::string source;             // the file this came from, for messages
+  std::string name = "train";     // job name
+  std::string model = "cnn";      // cnn | mlp
+  std::string dataset = "fashion-mnist";
+  std::string dataset_path = "/usr/share/datasets/fashion-mnist";
+  int64_t batch_size = 64;        // >= 1
+  int64_t eval_batch_size = 1000; // >= 1
+  int64_t epochs = 0;             // epochs to train; 0 = bounded by steps only
+  int64_t steps = 0;              // optimizer steps; 0 = bounded by epochs only
+  int64_t seed = 0;               // data order, initial weights, dropout
+  int64_t threads = 0;            // intra-op threads; 0 = the number of cores
+  std::string resume = "auto";    // auto | never
+  std::string output_dir;         // default: runs/<name>
+  OptimizerSpec optimizer;
+  ScheduleSpec schedule;
+  CheckpointSpec checkpoint;
+};
+
+// Reads and validates a job file. InvalidArgument naming file, line and field
+// for every problem, including dataset files that are missing.
+Result<TrainSpec> LoadTrainSpec(const std::string& path);
+Result<TrainSpec> ParseTrainSpec(const std::string& yaml, const std::string& file_name);
+
+}  // namespace spot::train

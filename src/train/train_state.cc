@@ -1,0 +1,166 @@
+#include "train/train_state.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
+
+#include <mutex>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ckpt/torch_adapter.h"
+
+namespace spot::train {
+namespace {
+
+using ckpt::GetTensor;
+using ckpt::GetTensorInto;
+using ckpt::PutTensor;
+
+std::string StateKey(const at::Tensor& p) {
+  return c10::guts::to_string(p.unsafeGetTensorImpl());
+}
+
+Status CaptureOptimizer(Net& model, torch::optim::Optimizer& opt, const std::string& type,
+                        ckpt::Container* out) {
+  auto& state = opt.state();
+  for (const auto& item : model.named_parameters()) {
+    auto it = state.find(StateKey(item.value()));
+    if (it == state.end()) continue;  // no step taken yet for this parameter
+    std::string prefix = "optim/" + item.key() + "/";
+    if (type == "sgd") {
+      auto& s = static_cast<torch::optim::SGDParamState&>(*it->second);
+      if (s.momentum_buffer().defined()) {
+        SPOT_RETURN_IF_ERROR(PutTensor(out, prefix + "momentum_buffer", s.momentum_buffer()));
+      }
+    } else {
+      auto& s = static_cast<torch::optim::AdamParamState&>(*it->second);
+      SPOT_RETURN_IF_ERROR(PutTensor(out, prefix + "step", at::scalar_tensor(s.step(), at::kLong)));
+      SPOT_RETURN_IF_ERROR(PutTensor(out, prefix + "exp_avg", s.exp_avg()));
+      SPOT_RETURN_IF_ERROR(PutTensor(out, prefix + "exp_avg_sq", s.exp_avg_sq()));
+      if (s.max_exp_avg_sq().defined()) {
+        SPOT_RETURN_IF_ERROR(PutTensor(out, prefix + "max_exp_avg_sq", s.max_exp_avg_sq()));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status RestoreOptimizer(const ckpt::Container& in, Net& model, torch::optim::Optimizer& opt,
+                        const std::string& type) {
+  auto& state = opt.state();
+  state.clear();
+  for (const auto& item : model.named_parameters()) {
+    std::string prefix = "optim/" + item.key() + "/";
+    if (type == "sgd") {
+      if (in.Find(prefix + "momentum_buffer") == nullptr) continue;
+      auto s = std::make_unique<torch::optim::SGDParamState>();
+      SPOT_ASSIGN_OR_RETURN(at::Tensor buf, GetTensor(in, prefix + "momentum_buffer"));
+      s->momentum_buffer(buf);
+      state[StateKey(item.value())] = std::move(s);
+    } else {
+      if (in.Find(prefix + "step") == nullptr) continue;
+      auto s = std::make_unique<torch::optim::AdamParamState>();
+      SPOT_ASSIGN_OR_RETURN(at::Tensor step, GetTensor(in, prefix + "step"));
+      s->step(step.item<int64_t>());
+      SPOT_ASSIGN_OR_RETURN(at::Tensor m, GetTensor(in, prefix + "exp_avg"));
+      SPOT_ASSIGN_OR_RETURN(at::Tensor v, GetTensor(in, prefix + "exp_avg_sq"));
+      s->exp_avg(m);
+      s->exp_avg_sq(v);
+      if (in.Find(prefix + "max_exp_avg_sq") != nullptr) {
+        SPOT_ASSIGN_OR_RETURN(at::Tensor mx, GetTensor(in, prefix + "max_exp_avg_sq"));
+        s->max_exp_avg_sq(mx);
+      }
+      state[StateKey(item.value())] = std::move(s);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string TrainerCounters::ToJson() const {
+  nlohmann::json j = {{"step", step},
+                      {"epoch", epoch},
+                      {"index_in_epoch", index_in_epoch},
+                      {"seed", seed},
+                      {"batch_size", batch_size},
+                      {"model", model},
+                      {"optimizer", optimizer},
+                      {"threads", threads},
+                      {"blas", blas},
+                      {"last_test_accuracy", last_test_accuracy}};
+  return j.dump();
+}
+
+Result<TrainerCounters> TrainerCounters::FromJson(std::string_view text) {
+  TrainerCounters c;
+  try {
+    nlohmann::json j = nlohmann::json::parse(text);
+    c.step = j.at("step");
+    c.epoch = j.at("epoch");
+    c.index_in_epoch = j.at("index_in_epoch");
+    c.seed = j.at("seed");
+    c.batch_size = j.at("batch_size");
+    c.model = j.at("model");
+    c.optimizer = j.at("optimizer");
+    c.threads = j.at("threads");
+    c.blas = j.at("blas");
+    c.last_test_accuracy = j.at("last_test_accuracy");
+  } catch (const std::exception& e) {
+    return DataLossError(std::string("trainer/state is malformed: ") + e.what());
+  }
+  return c;
+}
+
+Status CaptureTrainState(Net& model, torch::optim::Optimizer& optimizer,
+                         const std::string& optimizer_type, const TrainerCounters& counters,
+                         ckpt::Container* out) {
+  for (const auto& p : model.named_parameters()) {
+    SPOT_RETURN_IF_ERROR(PutTensor(out, "model/" + p.key(), p.value()));
+  }
+  for (const auto& b : model.named_buffers()) {
+    SPOT_RETURN_IF_ERROR(PutTensor(out, "model/" + b.key(), b.value()));
+  }
+  SPOT_RETURN_IF_ERROR(CaptureOptimizer(model, optimizer, optimizer_type, out));
+  {
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    SPOT_RETURN_IF_ERROR(PutTensor(out, "rng/cpu", gen.get_state()));
+  }
+  out->AddBytes("trainer/state", counters.ToJson());
+  return Status::Ok();
+}
+
+Result<TrainerCounters> RestoreTrainState(const ckpt::Container& in, Net& model,
+                                          torch::optim::Optimizer& optimizer,
+                                          const std::string& optimizer_type) {
+  const ckpt::Record* st = in.Find("trainer/state");
+  if (st == nullptr) return FailedPreconditionError("checkpoint has no trainer/state");
+  SPOT_ASSIGN_OR_RETURN(TrainerCounters counters, TrainerCounters::FromJson(st->data));
+  if (counters.optimizer != optimizer_type) {
+    return FailedPreconditionError(fmt::format("checkpoint was made with optimizer {}, the job "
+                                               "uses {}", counters.optimizer, optimizer_type));
+  }
+  for (const auto& p : model.named_parameters()) {
+    SPOT_RETURN_IF_ERROR(GetTensorInto(in, "model/" + p.key(), p.value()));
+  }
+  for (const auto& b : model.named_buffers()) {
+    SPOT_RETURN_IF_ERROR(GetTensorInto(in, "model/" + b.key(), b.value()));
+  }
+  SPOT_RETURN_IF_ERROR(RestoreOptimizer(in, model, optimizer, optimizer_type));
+  SPOT_ASSIGN_OR_RETURN(at::Tensor rng, GetTensor(in, "rng/cpu"));
+  try {
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(rng);
+  } catch (const c10::Error& e) {
+    return FailedPreconditionError(std::string("restoring the CPU generator: ") +
+                                   e.what_without_backtrace());
+  }
+  return counters;
+}
+
+}  // namespace spot::train

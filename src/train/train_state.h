@@ -1,0 +1,50 @@
+// Everything a training run needs to continue exactly, gathered into (and
+// restored from) a checkpoint Container: parameters and buffers, the
+// optimizer's per-parameter state, the CPU generator's state, and the
+// trainer's counters as JSON. Record names:
+//   model/<param or buffer name>
+//   optim/<param name>/<state field>   (SGD: momentum_buffer;
+//                                       Adam: step, exp_avg, exp_avg_sq, max_exp_avg_sq)
+//   rng/cpu                            (LibTorch's CPU generator, 5,056 bytes)
+//   trainer/state                      (TrainerCounters as JSON)
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <torch/optim/optimizer.h>
+
+#include "ckpt/container.h"
+#include "core/status.h"
+#include "train/model.h"
+
+namespace spot::train {
+
+// Counters and the facts a resume must agree with.
+struct TrainerCounters {
+  int64_t step = 0;            // optimizer steps completed
+  int64_t epoch = 0;           // epoch of the next step
+  int64_t index_in_epoch = 0;  // samples of `epoch` already consumed
+  int64_t seed = 0;
+  int64_t batch_size = 0;
+  std::string model;
+  std::string optimizer;       // sgd | adam
+  int64_t threads = 0;         // intra-op threads (bitwise resume needs the same)
+  std::string blas;            // BLAS library in use, for the same reason
+  double last_test_accuracy = -1;
+
+  std::string ToJson() const;
+  static Result<TrainerCounters> FromJson(std::string_view json);
+};
+
+Status CaptureTrainState(Net& model, torch::optim::Optimizer& optimizer,
+                         const std::string& optimizer_type, const TrainerCounters& counters,
+                         ckpt::Container* out);
+
+// Restores into an already built model and optimizer of the same shape.
+// Returns the counters. FailedPrecondition when the checkpoint does not fit.
+Result<TrainerCounters> RestoreTrainState(const ckpt::Container& in, Net& model,
+                                          torch::optim::Optimizer& optimizer,
+                                          const std::string& optimizer_type);
+
+}  // namespace spot::train

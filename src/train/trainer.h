@@ -1,0 +1,64 @@
+// Trainer: runs one TrainSpec to completion on this process. Deterministic:
+// the same spec, thread count and BLAS give bitwise the same losses and
+// parameters, whether or not the run was killed and resumed from a checkpoint.
+//
+// This header is LibTorch-free (pimpl), so the CLI and other layers can hold a
+// Trainer without parsing LibTorch's headers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "train/train_spec.h"
+
+namespace spot::train {
+
+struct TrainOptions {
+  std::string step_log_path;   // when set, appends "step,epoch,loss,lr" per step (exact floats)
+  bool plain_progress = false; // periodic log lines even on a terminal
+  double log_interval_s = 10;  // seconds between plain progress lines
+};
+
+struct EpochResult {
+  int64_t epoch = 0;           // 0-based
+  int64_t step = 0;            // optimizer steps completed at its end
+  double test_accuracy = 0;    // fraction in [0, 1]
+  double test_loss = 0;
+};
+
+struct TrainSummary {
+  int64_t steps = 0;                 // optimizer steps completed in all
+  int64_t steps_this_run = 0;        // of which this process ran
+  int64_t resumed_from_step = -1;    // -1 when it started fresh
+  int64_t resumed_from_version = -1;
+  std::vector<EpochResult> epochs;   // evaluations this process ran
+  double test_accuracy = 0;          // after the last step
+  double test_loss = 0;
+  double train_samples_per_s = 0;    // training steps only (no eval, no checkpoint)
+  double checkpoint_seconds = 0;     // time spent saving, this run
+  int64_t checkpoints_saved = 0;
+  double wall_seconds = 0;
+  std::string model_path;            // state dict for Python (torch.load)
+  std::string summary_path;          // this summary as JSON
+};
+
+class Trainer {
+ public:
+  // Validates what the spec cannot check alone (loads the data set).
+  static Result<std::unique_ptr<Trainer>> Create(const TrainSpec& spec, TrainOptions options);
+  ~Trainer();
+
+  // Trains to the spec's end, resuming from the newest valid checkpoint when
+  // spec.resume is "auto". Writes the model and summary under output_dir.
+  Result<TrainSummary> Run();
+
+ private:
+  struct Impl;
+  explicit Trainer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace spot::train
