@@ -17,8 +17,8 @@ class Net : public torch::nn::Module {
 };
 
 // "cnn": two 3x3 conv + batch-norm + max-pool blocks (32, 64 channels), then
-//        3136 -> 128 -> 10 with dropout 0.25 (421k parameters).
-// "mlp": 784 -> 256 -> 128 -> 10 with ReLU and dropout 0.2 (235k parameters).
+//        3136 -> 128 -> 10 with dropout 0.25 (421,738 parameters).
+// "mlp": 784 -> 256 -> 128 -> 10 with ReLU and dropout 0.2 (235,146 parameters).
 // Initial weights come from LibTorch's default generator: seed it first.
 // Returns nullptr for an unknown name.
 std::shared_ptr<Net> MakeModel(const std::string& name);

@@ -47,6 +47,8 @@ Result<TrainSpec> ParseTrainSpec(const std::string& yaml, const std::string& fil
   SpecReader& data = top.Section("dataset");
   data.Enum("name", &s.dataset, {"fashion-mnist"});
   data.String("path", &s.dataset_path);
+  data.Int("train_limit", &s.train_limit, {.min = 0});
+  data.Int("test_limit", &s.test_limit, {.min = 0});
   top.Int("batch_size", &s.batch_size, {.min = 1, .max = 60000}, /*required=*/true);
   top.Int("eval_batch_size", &s.eval_batch_size, {.min = 1});
   top.Int("epochs", &s.epochs, {.min = 0});

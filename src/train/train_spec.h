@@ -41,6 +41,8 @@ struct TrainSpec {
   std::string model = "cnn";      // cnn | mlp
   std::string dataset = "fashion-mnist";
   std::string dataset_path = "/usr/share/datasets/fashion-mnist";
+  int64_t train_limit = 0;        // use only the first N training images; 0 = all
+  int64_t test_limit = 0;         // evaluate on the first N test images; 0 = all
   int64_t batch_size = 64;        // >= 1
   int64_t eval_batch_size = 1000; // >= 1
   int64_t epochs = 0;             // epochs to train; 0 = bounded by steps only

@@ -126,6 +126,7 @@ Status Trainer::Impl::Setup() {
   if (!opt.step_log_path.empty()) {
     step_log = std::fopen(opt.step_log_path.c_str(), "a");
     if (!step_log) return UnavailableError("cannot open step log " + opt.step_log_path);
+    std::setvbuf(step_log, nullptr, _IOLBF, 1 << 12);  // whole lines, as they happen
   }
   return Status::Ok();
 }
@@ -275,7 +276,6 @@ Status Trainer::Impl::TrainLoop() {
       counters.index_in_epoch = 0;
     }
     if (epoch_done || counters.step == total_steps) {
-      if (step_log) std::fflush(step_log);
       EpochResult r = Evaluate();
       r.epoch = epoch_done ? counters.epoch - 1 : counters.epoch;
       counters.last_test_accuracy = r.test_accuracy;
@@ -285,7 +285,6 @@ Status Trainer::Impl::TrainLoop() {
                    epoch_done ? "" : " (partial)", r.step, r.test_accuracy * 100, r.test_loss);
     }
     if (counters.step % spec.checkpoint.interval_steps == 0 || counters.step == total_steps) {
-      if (step_log) std::fflush(step_log);
       SPOT_RETURN_IF_ERROR(SaveCheckpoint());
     }
     double rate = train_seconds > 0 ? static_cast<double>(train_samples) / train_seconds : 0;
@@ -293,7 +292,6 @@ Status Trainer::Impl::TrainLoop() {
                                                counters.epoch + (epoch_done ? 0 : 1), loss_value,
                                                lr, rate));
   }
-  if (step_log) std::fflush(step_log);
   summary.train_samples_per_s =
       train_seconds > 0 ? static_cast<double>(train_samples) / train_seconds : 0;
   progress.Finish(fmt::format("loss {:.4f} {:.0f} samples/s", loss_value,
@@ -341,25 +339,33 @@ Status Trainer::Impl::WriteOutputs() {
 Trainer::Trainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Trainer::~Trainer() = default;
 
+namespace {
+
+// Loads one split as tensors, keeping the first `limit` images (0 = all).
+Result<TensorSet> LoadSplit(const TrainSpec& spec, Split split, int64_t limit) {
+  auto set = LoadFashionMnist(spec.dataset_path, split);
+  if (!set.ok()) {
+    const Status& s = set.status();
+    return s.code() == StatusCode::kInvalidArgument ? s.WithContext(spec.source + ": dataset.path")
+                                                    : s;
+  }
+  TensorSet t = ToTensors(*set);
+  if (limit > 0 && limit < t.size()) {
+    t.images = t.images.slice(0, 0, limit).clone();
+    t.labels = t.labels.slice(0, 0, limit).clone();
+  }
+  return t;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainSpec& spec, TrainOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->spec = spec;
   impl->opt = std::move(options);
-  auto where = [&](const Status& s) {
-    return s.code() == StatusCode::kInvalidArgument ? s.WithContext(spec.source + ": dataset.path")
-                                                    : s;
-  };
-  SPOT_ASSIGN_OR_RETURN(ImageSet train, [&]() -> Result<ImageSet> {
-    auto r = LoadFashionMnist(spec.dataset_path, Split::kTrain);
-    return r.ok() ? std::move(r) : Result<ImageSet>(where(r.status()));
-  }());
-  SPOT_ASSIGN_OR_RETURN(ImageSet test, [&]() -> Result<ImageSet> {
-    auto r = LoadFashionMnist(spec.dataset_path, Split::kTest);
-    return r.ok() ? std::move(r) : Result<ImageSet>(where(r.status()));
-  }());
   try {
-    impl->train = ToTensors(train);
-    impl->test = ToTensors(test);
+    SPOT_ASSIGN_OR_RETURN(impl->train, LoadSplit(spec, Split::kTrain, spec.train_limit));
+    SPOT_ASSIGN_OR_RETURN(impl->test, LoadSplit(spec, Split::kTest, spec.test_limit));
     SPOT_RETURN_IF_ERROR(impl->Setup());
   } catch (const c10::Error& e) {
     return InternalError(std::string("setting up training: ") + e.what_without_backtrace());

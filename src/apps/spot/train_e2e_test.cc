@@ -1,0 +1,393 @@
+// End-to-end tests of `spot train`: the real binary as child processes,
+// SIGKILLed from outside, resumed, compared bit for bit.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "apps/spot/test_process.h"
+#include "ckpt/store.h"
+#include "core/file_io.h"
+
+namespace spot {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ChildProcess;
+using testing::ProcessResult;
+using testing::RunProcess;
+
+constexpr const char* kDataset = "/usr/share/datasets/fashion-mnist";
+
+struct Job {
+  std::string model = "cnn";
+  std::string optimizer = "adam";
+  double lr = 0.002;
+  std::string schedule = "cosine";
+  int64_t warmup = 30;
+  int64_t steps = 150;
+  int64_t batch = 16;
+  int64_t train_limit = 1600;  // 100 steps an epoch at batch 16: runs cross an epoch
+  int64_t test_limit = 500;
+  int64_t interval = 20;
+  int64_t keep = 3;
+  int64_t threads = 1;
+};
+
+std::string JobYaml(const Job& j, const fs::path& out) {
+  std::string opt = j.optimizer == "sgd" ? "  momentum: 0.9\n" : "";
+  return fmt::format(
+      "name: e2e\nmodel: {}\ndataset:\n  path: {}\n  train_limit: {}\n  test_limit: {}\n"
+      "batch_size: {}\nsteps: {}\nseed: 7\nthreads: {}\n"
+      "optimizer:\n  type: {}\n  lr: {}\n{}"
+      "schedule:\n  type: {}\n  warmup_steps: {}\n"
+      "checkpoint:\n  interval_steps: {}\n  keep: {}\n"
+      "output_dir: {}\n",
+      j.model, kDataset, j.train_limit, j.test_limit, j.batch, j.steps, j.threads, j.optimizer,
+      j.lr, opt, j.schedule, j.warmup, j.interval, j.keep, out.string());
+}
+
+// step -> "epoch,loss,lr" as the step log printed them (exact float text).
+using StepLog = std::map<int64_t, std::string>;
+
+StepLog ReadStepLog(const fs::path& path) {
+  StepLog log;
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.empty()) continue;
+    size_t comma = line.find(',');
+    log[std::stoll(line.substr(0, comma))] = line.substr(comma + 1);
+  }
+  return log;
+}
+
+// The last complete step in a step log being written, 0 if none.
+int64_t LastLoggedStep(const fs::path& path) {
+  std::ifstream f(path);
+  std::string line, last;
+  while (std::getline(f, line)) {
+    if (!f.eof()) last = line;  // a line without its newline may be partial
+  }
+  return last.empty() ? 0 : std::stoll(last.substr(0, last.find(',')));
+}
+
+class SpotTrainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = std::string(info->test_suite_name()) + "_" + info->name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    dir_ = fs::temp_directory_path() / fmt::format("spot_e2e_{}_{}", ::getpid(), name);
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  fs::path WriteJob(const std::string& name, const std::string& yaml) {
+    fs::path p = dir_ / (name + ".yaml");
+    std::ofstream(p) << yaml;
+    return p;
+  }
+  std::vector<std::string> TrainArgs(const fs::path& job, const fs::path& step_log) {
+    std::vector<std::string> a = {SPOT_BIN, "train", job.string(), "--plain"};
+    if (!step_log.empty()) {
+      a.push_back("--step-log");
+      a.push_back(step_log.string());
+    }
+    return a;
+  }
+  ProcessResult Train(const fs::path& job, const fs::path& step_log, const std::string& tag) {
+    return RunProcess(TrainArgs(job, step_log), (dir_ / tag).string());
+  }
+
+  fs::path dir_;
+};
+
+// Every record of the newest valid checkpoint in `a` equals the one in `b`.
+void ExpectSameNewestCheckpoint(const fs::path& a, const fs::path& b) {
+  auto sa = ckpt::CheckpointStore::Open({.dir = a.string()});
+  auto sb = ckpt::CheckpointStore::Open({.dir = b.string()});
+  ASSERT_TRUE(sa.ok() && sb.ok());
+  auto la = sa->LoadNewestValid();
+  auto lb = sb->LoadNewestValid();
+  ASSERT_TRUE(la.ok()) << la.status().ToString();
+  ASSERT_TRUE(lb.ok()) << lb.status().ToString();
+  EXPECT_EQ(la->info.step, lb->info.step);
+  const auto& ra = la->container.records();
+  const auto& rb = lb->container.records();
+  ASSERT_EQ(ra.size(), rb.size());
+  int model_records = 0;
+  for (size_t i = 0; i < ra.size(); ++i) {
+    EXPECT_EQ(ra[i].name, rb[i].name);
+    EXPECT_TRUE(ra[i].data == rb[i].data) << "record " << ra[i].name << " differs";
+    model_records += ra[i].name.starts_with("model/");
+  }
+  EXPECT_GT(model_records, 0);
+  EXPECT_NE(la->container.Find("rng/cpu"), nullptr);
+}
+
+struct ResumeCase {
+  const char* name;
+  const char* model;
+  const char* optimizer;
+};
+
+class BitwiseResumeTest : public SpotTrainTest, public ::testing::WithParamInterface<ResumeCase> {};
+
+TEST_P(BitwiseResumeTest, KilledRunsContinueBitForBit) {
+  Job job;
+  job.model = GetParam().model;
+  job.optimizer = GetParam().optimizer;
+  if (job.optimizer == "sgd") job.lr = 0.05;
+
+  // The uninterrupted reference.
+  fs::path base_job = WriteJob("base", JobYaml(job, dir_ / "base"));
+  ProcessResult base = Train(base_job, dir_ / "base.csv", "base");
+  ASSERT_EQ(base.exit_code, 0) << base.err;
+  StepLog reference = ReadStepLog(dir_ / "base.csv");
+  ASSERT_EQ(reference.size(), static_cast<size_t>(job.steps));
+
+  std::mt19937 rng(20261130);
+  std::uniform_int_distribution<int64_t> pick(job.interval + 1, job.steps - 25);
+  for (int trial = 0; trial < 3; ++trial) {
+    SCOPED_TRACE(fmt::format("trial {}", trial));
+    int64_t kill_at = pick(rng);
+    fs::path out = dir_ / fmt::format("kill{}", trial);
+    fs::path job_path = WriteJob(fmt::format("kill{}", trial), JobYaml(job, out));
+    fs::path log_a = dir_ / fmt::format("kill{}_a.csv", trial);
+    fs::path log_b = dir_ / fmt::format("kill{}_b.csv", trial);
+    {
+      ChildProcess p(TrainArgs(job_path, log_a), (dir_ / fmt::format("kill{}_a", trial)).string());
+      while (p.Running() && LastLoggedStep(log_a) < kill_at) ::usleep(500);
+      p.Kill(SIGKILL);
+      ProcessResult r = p.Wait();
+      ASSERT_EQ(r.term_signal, SIGKILL) << "finished before the kill at step " << kill_at << "\n"
+                                        << r.err;
+    }
+    StepLog before = ReadStepLog(log_a);
+    int64_t killed_after = before.empty() ? 0 : before.rbegin()->first;
+    ProcessResult resumed = Train(job_path, log_b, fmt::format("kill{}_b", trial));
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+    EXPECT_NE(resumed.out.find("resumed from step"), std::string::npos) << resumed.out;
+    StepLog after = ReadStepLog(log_b);
+    ASSERT_FALSE(after.empty());
+    int64_t resume_step = after.begin()->first - 1;
+    std::cerr << fmt::format("  trial {}: killed after step {}, resumed from checkpoint at {}\n",
+                             trial, killed_after, resume_step);
+    EXPECT_GE(resume_step, job.interval);
+    EXPECT_LE(resume_step, killed_after);
+    EXPECT_EQ(resume_step % job.interval, 0);
+    EXPECT_EQ(after.rbegin()->first, job.steps);
+    // Every step either run printed is bitwise the reference's (loss and lr).
+    int64_t compared = 0;
+    for (const StepLog* log : {&before, &after}) {
+      for (const auto& [step, text] : *log) {
+        ASSERT_EQ(text, reference.at(step)) << "step " << step;
+        ++compared;
+      }
+    }
+    EXPECT_EQ(after.size(), static_cast<size_t>(job.steps - resume_step));
+    ExpectSameNewestCheckpoint(dir_ / "base" / "checkpoints", out / "checkpoints");
+    auto s1 = nlohmann::json::parse(*ReadFile((dir_ / "base" / "summary.json").string()));
+    auto s2 = nlohmann::json::parse(*ReadFile((out / "summary.json").string()));
+    EXPECT_EQ(s1["test_accuracy"], s2["test_accuracy"]);
+    EXPECT_EQ(s1["test_loss"], s2["test_loss"]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, BitwiseResumeTest,
+                         ::testing::Values(ResumeCase{"adam_cnn", "cnn", "adam"},
+                                           ResumeCase{"sgd_cnn", "cnn", "sgd"},
+                                           ResumeCase{"sgd_mlp", "mlp", "sgd"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// A finished run with versions at steps 20, 40 and 60, then damage.
+class CorruptionTest : public SpotTrainTest {
+ protected:
+  void SetUp() override {
+    SpotTrainTest::SetUp();
+    job_.model = "mlp";
+    job_.steps = 60;
+    job_.keep = 5;
+    ProcessResult r = Train(WriteJob("pristine", JobYaml(job_, dir_ / "pristine")), "", "pristine");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  // Copies the pristine checkpoints into a new run dir, damages them, resumes to step 80.
+  ProcessResult ResumeAfter(const std::string& tag,
+                            const std::function<void(const fs::path& ckpt_dir)>& damage) {
+    fs::path out = dir_ / tag;
+    fs::create_directories(out);
+    fs::copy(dir_ / "pristine" / "checkpoints", out / "checkpoints", fs::copy_options::recursive);
+    damage(out / "checkpoints");
+    Job longer = job_;
+    longer.steps = 80;
+    return Train(WriteJob(tag, JobYaml(longer, out)), "", tag);
+  }
+  Job job_;
+};
+
+TEST_F(CorruptionTest, DamagedNewestIsSkippedForThePreviousOne) {
+  using ckpt::CheckpointStore;
+  struct Case {
+    const char* tag;
+    std::function<void(const fs::path&)> damage;
+    const char* reason;
+  };
+  const Case cases[] = {
+      {"truncated",
+       [](const fs::path& d) {
+         fs::path f = d / CheckpointStore::DataFileName(3);
+         fs::resize_file(f, fs::file_size(f) - 100);
+       },
+       "truncated"},
+      {"flipped",
+       [](const fs::path& d) {
+         std::fstream f(d / CheckpointStore::DataFileName(3),
+                        std::ios::in | std::ios::out | std::ios::binary);
+         f.seekp(5000);
+         f.put('\x5a');
+       },
+       "checksum"},
+      {"no_manifest", [](const fs::path& d) { fs::remove(d / CheckpointStore::ManifestFileName(3)); },
+       "no manifest"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.tag);
+    ProcessResult r = ResumeAfter(c.tag, c.damage);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("skipping checkpoint"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("ckpt-000003"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(c.reason), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("resuming from checkpoint 2 (step 40"), std::string::npos) << r.err;
+    EXPECT_NE(r.out.find("80 steps (40 this run, resumed from step 40)"), std::string::npos)
+        << r.out;
+  }
+}
+
+TEST_F(CorruptionTest, NoValidCheckpointStartsFreshAndSaysSo) {
+  ProcessResult r = ResumeAfter("all_bad", [](const fs::path& d) {
+    for (int id = 1; id <= 3; ++id) fs::resize_file(d / ckpt::CheckpointStore::DataFileName(id), 64);
+  });
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("no valid checkpoint; starting fresh"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("80 steps (80 this run)"), std::string::npos) << r.out;
+}
+
+TEST_F(CorruptionTest, EmptyDirectoryStartsFresh) {
+  ProcessResult r = ResumeAfter("empty", [](const fs::path& d) {
+    fs::remove_all(d);
+  });
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("no checkpoint in"), std::string::npos) << r.err;
+}
+
+TEST_F(SpotTrainTest, CheckpointOfAnotherJobIsRefused) {
+  Job job;
+  job.model = "mlp";
+  job.steps = 20;
+  ASSERT_EQ(Train(WriteJob("a", JobYaml(job, dir_ / "run")), "", "a").exit_code, 0);
+  job.batch = 32;
+  ProcessResult r = Train(WriteJob("b", JobYaml(job, dir_ / "run")), "", "b");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("made by a different job"), std::string::npos) << r.err;
+}
+
+// Bad input: each case gets its own clear message and exit code 2.
+TEST_F(SpotTrainTest, BadInputIsRejectedWithClearMessages) {
+  const std::string good = JobYaml(Job{}, dir_ / "out");
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string y = good;
+    size_t at = y.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return y.replace(at, from.size(), to);
+  };
+  struct Case {
+    const char* name;
+    std::string yaml;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {"missing_field", replace("model: cnn\n", ""), "model: required field is missing"},
+      {"wrong_type", replace("batch_size: 16", "batch_size: sixteen"),
+       "batch_size: expected an integer (got 'sixteen')"},
+      {"negative_batch", replace("batch_size: 16", "batch_size: -8"),
+       "batch_size: must be >= 1 (got -8)"},
+      {"unknown_model", replace("model: cnn", "model: resnet"),
+       "model: unknown value 'resnet' (expected one of: cnn, mlp)"},
+      {"missing_dataset", replace(kDataset, "/nonexistent/fashion"),
+       "dataset.path: /nonexistent/fashion: missing train-images-idx3-ubyte.gz"},
+      {"unknown_field", replace("seed: 7", "sead: 7"),
+       "sead: unknown field (did you mean 'seed'?)"},
+      {"wrong_optimizer_field", replace("type: adam", "type: adam\n  momentum: 0.9"),
+       "optimizer.momentum: applies to sgd only"},
+      {"bad_lr", replace("lr: 0.002", "lr: -1"), "optimizer.lr: must be > 0 (got -1)"},
+      {"no_length", replace("steps: 150", "steps: 0"), "give epochs or steps"},
+      {"bad_schedule", replace("type: cosine", "type: linear"),
+       "schedule.type: unknown value 'linear'"},
+      {"bad_yaml", replace("batch_size: 16", "batch_size: [16"), "invalid YAML"},
+      {"not_a_mapping", "- a\n- b\n", "expected a mapping of fields at the top level"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    fs::path job = WriteJob(c.name, c.yaml);
+    ProcessResult r = Train(job, "", c.name);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(job.string()), std::string::npos) << "names the file:\n" << r.err;
+    EXPECT_NE(r.err.find(c.expected), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "out")) << "nothing is written for bad input";
+  }
+  // The line is named too.
+  ProcessResult r = Train(WriteJob("line", replace("batch_size: 16", "batch_size: -8")), "", "line");
+  EXPECT_NE(r.err.find("line.yaml:7:13: batch_size"), std::string::npos) << r.err;
+  // A file that does not exist, and command-line misuse.
+  r = Train(dir_ / "absent.yaml", "", "absent");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("absent.yaml: no such file"), std::string::npos) << r.err;
+  r = RunProcess({SPOT_BIN, "train"}, (dir_ / "nojob").string());
+  EXPECT_EQ(r.exit_code, 2);
+  r = RunProcess({SPOT_BIN, "train", "--help"}, (dir_ / "help").string());
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--step-log"), std::string::npos);
+}
+
+// The model spot train writes loads in Python PyTorch with the same accuracy.
+TEST_F(SpotTrainTest, PythonLoadsTheModelWithTheSameAccuracy) {
+  if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
+  Job job;
+  job.batch = 64;
+  job.steps = 120;
+  job.train_limit = 0;
+  job.test_limit = 0;  // the whole test set, as the Python side evaluates it
+  job.threads = 2;
+  ProcessResult r = Train(WriteJob("interop", JobYaml(job, dir_ / "run")), "", "interop");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto summary = nlohmann::json::parse(*ReadFile((dir_ / "run" / "summary.json").string()));
+  double cpp_accuracy = summary["test_accuracy"];
+  ProcessResult py = RunProcess({"/usr/bin/python3", SPOT_SOURCE_DIR "/python/eval_model.py",
+                                 "--model", "cnn", "--state", (dir_ / "run" / "model.pt").string(),
+                                 "--data", kDataset},
+                                (dir_ / "python").string());
+  ASSERT_EQ(py.exit_code, 0) << py.err;
+  auto got = nlohmann::json::parse(py.out);
+  EXPECT_EQ(got["count"], 10000);
+  double py_accuracy = got["accuracy"];
+  std::cerr << fmt::format("  C++ accuracy {:.4f}, Python accuracy {:.4f}\n", cpp_accuracy,
+                           py_accuracy);
+  EXPECT_GT(cpp_accuracy, 0.5);  // it trained
+  EXPECT_NEAR(py_accuracy, cpp_accuracy, 0.001);
+  EXPECT_NEAR(double(got["loss"]), double(summary["test_loss"]), 1e-3);
+}
+
+}  // namespace
+}  // namespace spot

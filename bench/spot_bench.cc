@@ -1,0 +1,143 @@
+// spot_bench: end-to-end benchmarks with named workloads (like LevelDB's
+// db_bench). Each prints a Markdown table comparing SpotTrain with its anchor,
+// measured in the same run:
+//   train  C++ Trainer vs Python PyTorch samples/s (batch 64 and 256)
+//   ckpt   checkpoint save/load vs torch::save/torch::load
+// Tables go to stdout, progress to stderr. Exit codes: 0 done (a missed goal is
+// a result, shown as MISS), 1 a workload failed, 2 bad flags.
+#include <CLI/CLI.hpp>
+
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "ckpt_workload.h"
+#include "core/logging.h"
+#include "report.h"
+#include "train_workload.h"
+
+namespace spot::bench {
+namespace {
+
+struct Flags {
+  std::vector<std::string> workloads = {"train", "ckpt"};
+  std::string work_dir;      // default: a new directory under $TMPDIR, removed at the end
+  TrainBenchOptions train;
+  CkptBenchOptions ckpt;
+};
+
+void AddFlags(CLI::App& app, Flags* f) {
+  app.add_option("--workloads", f->workloads, "Comma-separated: train, ckpt")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"train", "ckpt"}))
+      ->capture_default_str();
+  app.add_option("--threads", f->train.threads, "Intra-op threads on both sides")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  app.add_option("--batch-sizes", f->train.batch_sizes, "train: batch sizes")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 60000))
+      ->capture_default_str();
+  app.add_option("--samples", f->train.samples, "train: timed samples per run (steps = this / batch)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--steps", f->train.steps, "train: timed steps per run at every batch size "
+                 "(overrides --samples; 0 = use --samples)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--warmup-steps", f->train.warmup_steps, "train: untimed steps before timing")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--repeats", f->train.repeats, "train: runs per side; the median is reported")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--seed", f->train.seed, "Seed for weights and data order")->capture_default_str();
+  app.add_option("--python", f->train.python, "Python with PyTorch")->capture_default_str();
+  app.add_option("--script", f->train.script, "The Python baseline")->capture_default_str();
+  app.add_option("--data", f->train.dataset_path, "Fashion-MNIST directory")->capture_default_str();
+  app.add_option("--quiet-wait", f->train.quiet_wait_s,
+                 "train: seconds to wait for other processes to go quiet before each run")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--ckpt-reps", f->ckpt.reps, "ckpt: saves and loads per method")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--work-dir", f->work_dir, "Scratch directory (default: a new temporary one)");
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown CPU";
+}
+
+std::string Blas() {
+  std::error_code ec;
+  auto p = std::filesystem::canonical("/usr/lib/x86_64-linux-gnu/libblas.so.3", ec);
+  return ec ? "unknown" : p.parent_path().filename().string();
+}
+
+std::string Header(const Flags& f) {
+  char date[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
+  return fmt::format("# spot_bench ({})\n\nMachine: {}, {} cores, BLAS {}. Workloads: {}.\n\n",
+                     date, CpuModel(), std::thread::hardware_concurrency(), Blas(),
+                     fmt::join(f.workloads, ", "));
+}
+
+int Run(Flags& f) {
+  bool own_dir = f.work_dir.empty();
+  if (own_dir) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "spot_bench.XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      fmt::print(stderr, "error: cannot create a directory like {}\n", tmpl);
+      return 1;
+    }
+    f.work_dir = tmpl;
+  }
+  f.train.work_dir = f.ckpt.work_dir = f.work_dir;
+  f.ckpt.threads = f.train.threads;
+  f.ckpt.seed = f.train.seed;
+  f.ckpt.quiet_wait_s = f.train.quiet_wait_s;
+  fmt::print("{}", Header(f));
+  std::fflush(stdout);
+  int rc = 0;
+  for (const std::string& w : f.workloads) {
+    Result<std::string> report =
+        w == "train" ? RunTrainWorkload(f.train) : RunCkptWorkload(f.ckpt);
+    if (!report.ok()) {
+      fmt::print(stderr, "error: workload {}: {}\n", w, report.status().ToString());
+      rc = 1;
+      break;
+    }
+    fmt::print("{}\n", *report);
+    std::fflush(stdout);
+  }
+  if (own_dir) std::filesystem::remove_all(f.work_dir);
+  return rc;
+}
+
+}  // namespace
+}  // namespace spot::bench
+
+int main(int argc, char** argv) {
+  spot::bench::Flags flags;
+  flags.train.script = SPOT_SOURCE_DIR "/bench/train_bench.py";
+  CLI::App app{"spot_bench: SpotTrain against its anchors (Python PyTorch, torch::save)."};
+  spot::bench::AddFlags(app, &flags);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  spot::InitLogging(spot::LogLevel::kWarn);  // the trainer's info lines would drown the progress
+  return spot::bench::Run(flags);
+}
