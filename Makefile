@@ -1,0 +1,48 @@
+# SpotTrain: the two commands of the quick start are `make demo` and `make test`.
+# Both install missing Debian packages first (scripts/install-deps.sh).
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+CMAKE_ARGS ?=
+JOBS       ?= $(shell nproc)
+# ctest runs two test programs at a time; each keeps its own threads small.
+TEST_JOBS  ?= 2
+
+.PHONY: all deps build demo test bench asan format clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Trains the CNN on Fashion-MNIST for 2 epochs (about 2 minutes on 2 cores) and
+# prints the test accuracy. Starts fresh each time.
+demo: build
+	rm -rf runs/fashion-mnist-cnn
+	$(BUILD)/bin/spot train examples/fashion-mnist.yaml
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(TEST_JOBS)
+
+bench: build
+	bash bench/run.sh $(BUILD)
+
+# AddressSanitizer + UndefinedBehaviorSanitizer build, then every test.
+asan: deps
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DSPOT_SANITIZE=ON -DSPOT_BUILD_BENCH=OFF $(CMAKE_ARGS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(TEST_JOBS)
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cc')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)
