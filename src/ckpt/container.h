@@ -72,11 +72,19 @@ class Container {
   std::vector<std::string_view> Encode(std::string* scratch, uint64_t* file_checksum);
 
   // Parses and verifies an encoded file. `source` names it in errors.
-  // Returns DataLoss for truncation, bad checksums or malformed structure.
+  // Returns DataLoss for truncation, a bad file checksum (which covers every
+  // byte before the footer, records included) or malformed structure.
   static Result<Container> Decode(std::string bytes, const std::string& source);
+
+  // Re-hashes each record against its own checksum; returns the names of the
+  // records that differ, comma-separated ("" when all match). For diagnostics:
+  // Decode's file checksum already covers every record.
+  std::string VerifyRecords() const;
 
   // XXH3-64 of a file's bytes as Decode checks it (everything but the footer).
   static uint64_t Checksum(std::string_view bytes);
+  // The checksum a file's footer records (no hashing); 0 for a short file.
+  static uint64_t StoredChecksum(std::string_view bytes);
 
  private:
   std::vector<Record> records_;

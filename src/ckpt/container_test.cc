@@ -45,6 +45,7 @@ TEST(ContainerTest, RoundTripsRecords) {
     EXPECT_EQ((got->data.data() - d->records()[0].data.data()) % kAlignment, 0);
   }
   EXPECT_EQ(d->Find("trainer/state")->data, R"({"epoch":1})");
+  EXPECT_EQ(d->VerifyRecords(), "");
   EXPECT_EQ(d->Find("nope"), nullptr);
   EXPECT_EQ(c.payload_bytes(), 24u + 0 + 8 + 11);
 }

@@ -153,7 +153,9 @@ Result<Container> CheckpointStore::Load(const VersionInfo& info) const {
     return DataLossError(fmt::format("{}: {} bytes, manifest says {} (truncated?)",
                                      info.data_path, bytes->size(), info.file_bytes));
   }
-  uint64_t sum = Container::Checksum(std::string_view(*bytes).substr(0, bytes->size() - 16));
+  // The footer must carry the manifest's checksum; Decode then hashes the bytes
+  // once against the footer, so a load reads and hashes the data one time.
+  uint64_t sum = Container::StoredChecksum(*bytes);
   if (sum != info.checksum) {
     return DataLossError(fmt::format("{}: checksum {:016x} does not match the manifest's {:016x}",
                                      info.data_path, sum, info.checksum));

@@ -2,7 +2,9 @@
 // plain struct of parsed arguments, returning the process exit code.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -23,5 +25,28 @@ struct TrainArgs {
 
 CLI::App* AddTrainCommand(CLI::App& app, TrainArgs* args);
 int RunTrain(const TrainArgs& args);
+
+// `spot sim policies | run | eval` (sim_command.cc; flags in docs/spotsim.md).
+struct SimArgs {
+  std::string action;                 // "policies", "run" or "eval"
+  std::vector<std::string> traces;    // --trace, repeatable; none: synthetic zones
+  std::string prices;                 // --prices F.csv
+  bool multi_zone = false;            // --multi-zone: all traces are zones of one market
+  std::string policies = "od,greedy,up,hazard-up,omniscient";  // eval: --policies
+  std::string policy = "up";          // run: --policy
+  double compute_hours = 48;
+  double deadline_hours = 60;
+  double changeover_hours = 0.2;
+  double ondemand_price = 3;
+  int nodes = 1;
+  int samples = 300;
+  int64_t start_tick = 0;             // run: --start-tick
+  std::string format = "table";       // json | table
+  std::string svg;                    // run: --svg FILE
+  uint64_t seed = 1;                  // synthetic market seed
+};
+
+CLI::App* AddSimCommand(CLI::App& app, SimArgs* args);
+int RunSim(const SimArgs& args);
 
 }  // namespace spot::cli

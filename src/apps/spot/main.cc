@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
 
   spot::cli::TrainArgs train_args;
   CLI::App* train = spot::cli::AddTrainCommand(app, &train_args);
+  spot::cli::SimArgs sim_args;
+  CLI::App* sim = spot::cli::AddSimCommand(app, &sim_args);
 
   try {
     app.parse(argc, argv);
@@ -26,5 +28,6 @@ int main(int argc, char** argv) {
   }
   spot::InitLogging(verbose ? spot::LogLevel::kDebug : spot::LogLevel::kInfo);
   if (train->parsed()) return spot::cli::RunTrain(train_args);
+  if (sim->parsed()) return spot::cli::RunSim(sim_args);
   return spot::cli::kExitBadInput;
 }

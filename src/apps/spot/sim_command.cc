@@ -1,0 +1,172 @@
+// `spot sim`: runs policies over recorded or synthetic markets.
+//   spot sim policies              registered policy names, one a line
+//   spot sim run  [flags]          one job from one start tick; --svg draws it
+//   spot sim eval [flags]          S sampled starts per trace, per policy
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <sstream>
+
+#include "apps/spot/commands.h"
+#include "apps/spot/sim_market.h"
+#include "apps/spot/sim_report.h"
+#include "core/file_io.h"
+#include "core/progress.h"
+#include "policy/registry.h"
+#include "sim/evaluate.h"
+#include "sim/svg_timeline.h"
+
+namespace spot::cli {
+namespace {
+
+void AddMarketAndJobFlags(CLI::App* cmd, SimArgs* a) {
+  cmd->add_option("--trace", a->traces,
+                  "Availability JSON (repeatable); default: the built-in synthetic zones");
+  cmd->add_option("--prices", a->prices, "Spot price change-point CSV (zones by name)");
+  cmd->add_flag("--multi-zone", a->multi_zone, "All traces are zones of one market");
+  cmd->add_option("--compute-hours", a->compute_hours, "C: compute hours of the job")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--deadline-hours", a->deadline_hours, "D: deadline, hours after the start")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--changeover-hours", a->changeover_hours, "d: hours lost entering an instance")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--ondemand-price", a->ondemand_price, "k: on-demand $ per hour")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--nodes", a->nodes, "N: instances as a gang")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed of the synthetic market")->capture_default_str();
+}
+
+policy::JobSpec JobOf(const SimArgs& a) {
+  return {.compute_hours = a.compute_hours, .deadline_hours = a.deadline_hours,
+          .changeover_hours = a.changeover_hours, .nodes = a.nodes,
+          .ondemand_price = a.ondemand_price};
+}
+
+std::vector<std::string> SplitNames(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string n; std::getline(in, n, ',');) {
+    if (!n.empty()) out.push_back(n);
+  }
+  return out;
+}
+
+int Fail(const Status& s) {
+  fmt::print(stderr, "error: {}\n", s.message());
+  return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound
+             ? kExitBadInput
+             : kExitFailure;
+}
+
+// The markets to evaluate: one per trace, or one multi-zone market.
+std::vector<SimMarket> Markets(const std::vector<market::Trace>& traces, bool multi_zone) {
+  std::vector<SimMarket> out;
+  if (multi_zone) {
+    SimMarket m{"multi-zone", {}};
+    for (const auto& t : traces) m.zones.push_back(&t);
+    out.push_back(std::move(m));
+    return out;
+  }
+  for (const auto& t : traces) out.push_back({t.name, {&t}});
+  return out;
+}
+
+Result<std::vector<sim::PolicyStats>> EvalMarket(const policy::PolicyRegistry& reg,
+                                                 const SimMarket& m, const SimArgs& a) {
+  std::vector<sim::PolicyStats> out;
+  for (const std::string& name : SplitNames(a.policies)) {
+    Progress bar({.label = m.name + " " + name, .total = a.samples});
+    auto st = sim::EvaluatePolicy(reg, name, m.zones, JobOf(a), a.samples,
+                                  [&bar](int done, int) { bar.Update(done, ""); });
+    if (!st.ok()) return st.status().WithContext(m.name);
+    bar.Finish(fmt::format("{:.3f} s", st->seconds));
+    out.push_back(std::move(st).value());
+  }
+  return out;
+}
+
+int RunEval(const policy::PolicyRegistry& reg, const std::vector<market::Trace>& traces,
+            const SimArgs& a) {
+  if (SplitNames(a.policies).empty()) {
+    return Fail(InvalidArgumentError("--policies: no policy named"));
+  }
+  std::vector<MarketReport> reports;
+  for (const SimMarket& m : Markets(traces, a.multi_zone)) {
+    auto st = EvalMarket(reg, m, a);
+    if (!st.ok()) return Fail(st.status());
+    reports.push_back({m.name, std::move(st).value()});
+  }
+  fmt::print("{}", a.format == "json" ? EvalJson(reports, a) : EvalTable(reports));
+  return kExitOk;
+}
+
+int RunOne(const policy::PolicyRegistry& reg, const std::vector<market::Trace>& traces,
+           const SimArgs& a) {
+  auto p = reg.Create(a.policy);
+  if (!p.ok()) return Fail(InvalidArgumentError("--policy: " + p.status().message()));
+  SimMarket m = Markets(traces, a.multi_zone)[0];
+  policy::JobSpec job = JobOf(a);
+  Status valid = sim::ValidateMarket(m.zones, job);
+  if (!valid.ok()) return Fail(valid);
+  if (a.start_tick < 0 || a.start_tick >= m.zones[0]->ticks()) {
+    return Fail(InvalidArgumentError(fmt::format("--start-tick {} is outside the trace (0..{})",
+                                                 a.start_tick, m.zones[0]->ticks() - 1)));
+  }
+  sim::RunResult r = sim::SimulateJob(**p, m.zones, a.start_tick, job,
+                                      {.record_timeline = !a.svg.empty()});
+  fmt::print("{}", RunSummary(m.name, a.policy, r, a));
+  if (!a.svg.empty()) {
+    std::string svg = sim::RenderTimelineSvg(r, m.zones, a.start_tick, job,
+                                             fmt::format("{} on {}", a.policy, m.name));
+    Status w = WriteFileAtomically(a.svg, svg);
+    if (!w.ok()) return Fail(InvalidArgumentError("--svg " + a.svg + ": " + w.message()));
+    fmt::print("timeline: {}\n", a.svg);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+CLI::App* AddSimCommand(CLI::App& app, SimArgs* a) {
+  CLI::App* sim = app.add_subcommand("sim", "Simulate policies over recorded or synthetic "
+                                            "spot markets (SpotSim); see docs/spotsim.md");
+  sim->require_subcommand(1);
+  sim->add_subcommand("policies", "List the registered policies, one a line")
+      ->callback([a] { a->action = "policies"; });
+  CLI::App* run = sim->add_subcommand("run", "Run one job from one start tick");
+  run->callback([a] { a->action = "run"; });
+  AddMarketAndJobFlags(run, a);
+  run->add_option("--policy", a->policy, "Policy name")->capture_default_str();
+  run->add_option("--start-tick", a->start_tick, "Tick of the trace the job starts at")
+      ->capture_default_str();
+  run->add_option("--svg", a->svg, "Write a timeline picture (SVG) to this file");
+  CLI::App* eval = sim->add_subcommand("eval", "Evaluate policies over sampled job starts");
+  eval->callback([a] { a->action = "eval"; });
+  AddMarketAndJobFlags(eval, a);
+  eval->add_option("--policies", a->policies, "Comma-separated policy names")
+      ->capture_default_str();
+  eval->add_option("--samples", a->samples, "S: job starts per trace")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  for (CLI::App* c : {run, eval}) {
+    c->add_option("--format", a->format, "Output: table or json")
+        ->check(CLI::IsMember({"table", "json"}))->capture_default_str();
+  }
+  return sim;
+}
+
+int RunSim(const SimArgs& a) {
+  policy::PolicyRegistry reg;
+  policy::RegisterBuiltinPolicies(reg);
+  if (a.action == "policies") {
+    for (const std::string& n : reg.Names()) fmt::print("{}\n", n);
+    return kExitOk;
+  }
+  auto traces = LoadSimMarket({.traces = a.traces, .prices = a.prices,
+                               .synthetic_seed = a.seed});
+  if (!traces.ok()) return Fail(traces.status());
+  if (traces->empty()) return Fail(InvalidArgumentError("no traces"));
+  return a.action == "run" ? RunOne(reg, *traces, a) : RunEval(reg, *traces, a);
+}
+
+}  // namespace spot::cli

@@ -1,0 +1,118 @@
+// End-to-end tests of `spot sim`: the real binary on small hand-written traces.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "apps/spot/test_process.h"
+
+namespace spot {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ProcessResult;
+using testing::RunProcess;
+
+class SimCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / fmt::format("spot_sim_e2e_{}_{}", ::getpid(),
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+  // A 1-hour-tick trace named like the shared records.
+  fs::path Trace(const std::string& stem, const std::string& data) {
+    fs::path p = dir_ / (stem + ".json");
+    std::ofstream(p) << R"({"metadata": {"gap_seconds": 3600}, "data": [)" << data << "]}";
+    return p;
+  }
+  ProcessResult Spot(std::vector<std::string> args) {
+    args.insert(args.begin(), {SPOT_BIN, "sim"});
+    return RunProcess(args, (dir_ / "out").string(), 120);
+  }
+  fs::path dir_;
+};
+
+TEST_F(SimCliTest, ListsPolicies) {
+  ProcessResult r = Spot({"policies"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "greedy\nhazard-up\nod\nomniscient\nup\n");
+}
+
+// The hand-made trace of spot_sim_test's PreemptionCostsASecondChangeover,
+// repeated: C = 2, D = 6, d = 0.5, k = 3, sample 0 starts at tick 0.
+TEST_F(SimCliTest, EvalJsonHasTheIssuesShape) {
+  fs::path t = Trace("us-east-1a_v100_1", "1,0,1,1,1,1,1,1,1,1,1,1");
+  ProcessResult r = Spot({"eval", "--trace", t.string(), "--policies", "od,up,omniscient",
+                          "--compute-hours", "2", "--deadline-hours", "6", "--changeover-hours",
+                          "0.5", "--ondemand-price", "3", "--samples", "1", "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  const auto& m = j["traces"]["us-east-1a_v100_1"];
+  EXPECT_NEAR(m["od"]["mean_cost"].get<double>(), 7.5, 1e-9);
+  EXPECT_NEAR(m["up"]["mean_cost"].get<double>(), 3.0, 1e-9);
+  EXPECT_NEAR(m["omniscient"]["mean_cost"].get<double>(), 2.5, 1e-9);
+  for (const char* key : {"p50_cost", "p95_cost", "deadline_misses", "mean_spot_hours",
+                          "mean_od_hours"}) {
+    EXPECT_TRUE(m["up"].contains(key)) << key;
+  }
+}
+
+TEST_F(SimCliTest, MultiZoneTableAndRunSvg) {
+  fs::path a = Trace("us-west-2a_v100_1", "0,0,0,0,1,1,1,1,1,1,1,1");
+  fs::path b = Trace("us-west-2b_v100_1", "1,1,1,1,0,0,0,0,1,1,1,1");
+  ProcessResult r = Spot({"eval", "--trace", a.string(), "--trace", b.string(), "--multi-zone",
+                          "--policies", "od,up", "--compute-hours", "3", "--deadline-hours", "5",
+                          "--changeover-hours", "0.5", "--samples", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("multi-zone"), std::string::npos);
+  EXPECT_NE(r.out.find("vs od"), std::string::npos);
+  fs::path svg = dir_ / "run.svg";
+  r = Spot({"run", "--trace", a.string(), "--trace", b.string(), "--multi-zone", "--policy",
+            "up", "--compute-hours", "3", "--deadline-hours", "5", "--changeover-hours", "0.5",
+            "--svg", svg.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("deadline met"), std::string::npos) << r.out;
+  std::ifstream in(svg);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text.rfind("<svg", 0), 0u);
+}
+
+TEST_F(SimCliTest, BadInputExitsTwoNamingTheCulprit) {
+  ProcessResult r = Spot({"eval", "--trace", (dir_ / "missing.json").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--trace"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("missing.json"), std::string::npos) << r.err;
+  fs::path t = Trace("z_v100_1", "1,1,1");
+  r = Spot({"eval", "--trace", t.string(), "--policies", "up,nope", "--compute-hours", "1",
+            "--deadline-hours", "2", "--samples", "1"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("nope"), std::string::npos) << r.err;
+  r = Spot({"eval", "--trace", t.string(), "--deadline-hours", "100"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("shorter than the deadline"), std::string::npos) << r.err;
+  r = Spot({"eval", "--samples", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--samples"), std::string::npos) << r.err;
+  r = Spot({"eval", "--trace", t.string(), "--prices", (dir_ / "no.csv").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--prices"), std::string::npos) << r.err;
+}
+
+TEST_F(SimCliTest, SyntheticDefaultMarketWorks) {
+  ProcessResult r = Spot({"eval", "--policies", "od,up", "--samples", "3", "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["traces"].size(), 5u);
+}
+
+}  // namespace
+}  // namespace spot

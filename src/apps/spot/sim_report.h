@@ -1,0 +1,35 @@
+// Output of `spot sim run` and `spot sim eval`: the JSON the issue fixes and a
+// table with cost relative to on-demand.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "apps/spot/commands.h"
+#include "market/trace.h"
+#include "sim/evaluate.h"
+
+namespace spot::cli {
+
+// One market being evaluated: a trace, or several as zones ("multi-zone").
+struct SimMarket {
+  std::string name;
+  std::vector<const market::Trace*> zones;
+};
+
+struct MarketReport {
+  std::string name;
+  std::vector<sim::PolicyStats> stats;
+};
+
+// {"traces": {"<name>": {"<policy>": {"mean_cost", "p50_cost", "p95_cost",
+//   "deadline_misses", "mean_spot_hours", "mean_od_hours", "seconds"}}},
+//  "job": {...}, "samples": S}
+std::string EvalJson(const std::vector<MarketReport>& reports, const SimArgs& args);
+// Per market: one row per policy; "vs od" is mean cost / mean cost of od
+// (blank when od was not evaluated).
+std::string EvalTable(const std::vector<MarketReport>& reports);
+std::string RunSummary(const std::string& market, const std::string& policy,
+                       const sim::RunResult& r, const SimArgs& args);
+
+}  // namespace spot::cli

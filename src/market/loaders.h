@@ -1,0 +1,92 @@
+// Loaders for recorded markets. Every error names the file and, where there is
+// one, the line/record and field, and comes back as InvalidArgument (malformed
+// input) or NotFound (missing file).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "market/trace.h"
+
+namespace spot::market {
+
+// The availability/preemption JSON of the shared records:
+//   {"metadata": {"gap_seconds": G}, "data": [n0, n1, ...] [, "prices": [...]]}
+// The pool is inferred from the file name where it follows "<zone>_<kind>_<n>.json"
+// (e.g. "us-east-1a_v100_1.json": aws, us-east-1, us-east-1a, "v100_1").
+Result<Trace> LoadAvailabilityJson(const std::string& path);
+
+// A price change-point CSV (prices/*.csv of the shared records): one step
+// series per availability zone, times in seconds from the first row's time.
+// Columns are found by name: a zone column ("availability_zone"), a price
+// column ("spot_usd_per_hour"), and a time column ("timestamp" as
+// "YYYY-MM-DD HH:MM:SS" UTC, or "offset_seconds", or "tick" with `tick_seconds`).
+Result<std::map<std::string, StepSeries>> LoadPriceChangePoints(const std::string& path,
+                                                                double tick_seconds = 0);
+
+// LoadPriceChangePoints with the absolute time of the series' origin.
+struct PriceTable {
+  // UTC Unix time of time 0 of every series: the first row's timestamp, or 0
+  // when the file has only offsets/ticks and no timestamp column.
+  double start_unix_s = 0;
+  // Keyed by zone; when the file holds more than one instance type, by
+  // "<zone>/<instance type>" (e.g. GCP's weekly file: "us-central1/a2-highgpu-1g").
+  std::map<std::string, StepSeries> series;
+  // Keys whose last rows have an empty price after earlier prices (GCP: the
+  // machine type left the region), with the time of the first such row. The
+  // series itself keeps its last price after that time.
+  std::map<std::string, double> withdrawn_s;
+};
+
+// The contract of LoadPriceChangePoints, in detail:
+// - the zone column is the first of "availability_zone", "zone", "region"; the
+//   price column "spot_usd_per_hour" (or "spot_price", "price"); the instance
+//   type column (optional) "instance_type" or "machine_type";
+// - time: "tick" x tick_seconds when tick_seconds > 0 and there is a tick
+//   column; else a timestamp ("timestamp", "valid_from_commit_date", "time"),
+//   as seconds after the first row's; else "offset_seconds";
+// - rows of one key must have strictly increasing times (rejected otherwise,
+//   never sorted: a change-point file out of order is a broken file);
+// - an empty price is skipped: before a key's first price (GCP lists no spot
+//   price before 2023-05-08) and after it (see PriceTable::withdrawn_s);
+//   non-empty prices must be finite numbers >= 0.
+Result<PriceTable> LoadPriceTable(const std::string& path, double tick_seconds = 0);
+
+// Fills trace->price with the series of trace->pool.zone (or "<zone>/<type>"),
+// sampled at the trace's tick starts i * gap_seconds, which must share the
+// series' origin (true for aws-v100-2023-02 with the p3.2xlarge CSV read with
+// tick_seconds = 195). Sets trace->start_unix_s when it is 0 and the table has
+// a start. NotFound when the table has no series for the zone.
+Status AttachPrices(const PriceTable& table, Trace* trace);
+
+// `aws ec2 describe-spot-price-history` output: {"SpotPriceHistory": [{
+// "AvailabilityZone", "InstanceType", "ProductDescription", "SpotPrice", "Timestamp"}]}.
+// One step series per "zone/instance type", times in seconds since the Unix epoch.
+// Records are sorted by time (AWS lists newest first). Identical duplicates are
+// dropped; two different prices for one key and time are an error, which is
+// what happens when the file mixes product descriptions: pass `product` (e.g.
+// "Linux/UNIX") to keep only that one. SpotPrice may be a string or a number.
+Result<std::map<std::string, StepSeries>> LoadAwsSpotPriceHistory(const std::string& path);
+Result<std::map<std::string, StepSeries>> LoadAwsSpotPriceHistory(const std::string& path,
+                                                                  const std::string& product);
+
+// One row of an instance catalog.
+struct CatalogEntry {
+  std::string cloud;
+  std::string instance_type;
+  std::string region;
+  std::string gpu_model;  // "" when none
+  int gpu_count = 0;      // GPUs, a fractional GPU counted as 1 (see gpus)
+  double gpus = 0;        // exact: 0.25 for g6f.2xlarge's quarter of an L40
+  double vcpus = 0;
+  double memory_gb = 0;
+  double ondemand_usd_per_hour = 0;
+  double spot_usd_per_hour = 0;  // 0 when the catalog has no spot price
+};
+
+// catalog/aws_gpu_ondemand_catalog_*.csv and catalog/gcp_machine_catalog_*.csv.
+Result<std::vector<CatalogEntry>> LoadCatalogCsv(const std::string& path);
+
+}  // namespace spot::market

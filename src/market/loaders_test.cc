@@ -1,0 +1,281 @@
+#include "market/loaders.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "market/csv.h"
+#include "market/field_parse.h"
+
+namespace spot::market {
+namespace {
+
+namespace fs = std::filesystem;
+
+class LoadersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("spot_market_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& text) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+  }
+  fs::path dir_;
+};
+
+TEST(FieldParseTest, NumbersAndTimes) {
+  EXPECT_EQ(ParseDouble(" 1.5 "), 1.5);
+  EXPECT_EQ(ParseDouble("+2e-3"), 2e-3);
+  EXPECT_FALSE(ParseDouble("1.5x"));
+  EXPECT_FALSE(ParseDouble(""));
+  EXPECT_FALSE(ParseDouble("nan"));
+  EXPECT_FALSE(ParseDouble("inf"));
+  EXPECT_EQ(ParseInt64("-42"), -42);
+  EXPECT_FALSE(ParseInt64("4.2"));
+  EXPECT_EQ(ParseUtcTime("1970-01-01 00:00:00"), 0);
+  EXPECT_EQ(ParseUtcTime("2023-02-15 22:08:16"), 1676498896);
+  EXPECT_EQ(ParseUtcTime("2023-02-15T22:08:16Z"), 1676498896);
+  EXPECT_EQ(ParseUtcTime("2023-02-15T23:08:16+01:00"), 1676498896);
+  EXPECT_EQ(ParseUtcTime("2023-02-15T22:08:16.500Z"), 1676498896.5);
+  EXPECT_FALSE(ParseUtcTime("2023-02-15"));
+  EXPECT_FALSE(ParseUtcTime("2023-13-15 22:08:16"));
+  EXPECT_FALSE(ParseUtcTime("2023-02-15 22:08:16 junk"));
+}
+
+TEST(CsvTest, QuotesCrlfAndLineNumbers) {
+  auto t = CsvTable::Parse("a,b\r\n\"x,1\",\"say \"\"hi\"\"\"\r\n\r\n\"multi\nline\",3\r\nlast,4",
+                           "f.csv");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->rows().size(), 3u);
+  EXPECT_EQ(t->rows()[0].fields[0], "x,1");
+  EXPECT_EQ(t->rows()[0].fields[1], "say \"hi\"");
+  EXPECT_EQ(t->rows()[0].line, 2);
+  EXPECT_EQ(t->rows()[1].fields[0], "multi\nline");
+  EXPECT_EQ(t->rows()[1].line, 4);
+  EXPECT_EQ(t->rows()[2].line, 6);
+  EXPECT_EQ(t->Column({"zz", "b"}), 1u);
+}
+
+TEST(CsvTest, MalformedInputNamesTheLine) {
+  struct Case {
+    std::string text, message;
+  } cases[] = {
+      {"", "f.csv: empty file"},
+      {"a,b\n1,2\n3\n", "f.csv:3: 1 fields, header has 2"},
+      {"a,b\n1,\"2\n", "f.csv:2: unterminated quoted field"},
+      {"a,b\n1,\"2\"x\n", "f.csv:2: text after a closing quote"},
+      {"a,b\n1,2\"\n", "f.csv:2: quote inside an unquoted field"},
+  };
+  for (const Case& c : cases) {
+    auto t = CsvTable::Parse(c.text, "f.csv");
+    ASSERT_FALSE(t.ok()) << c.text;
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(t.status().message().find(c.message), std::string::npos) << t.status().ToString();
+  }
+}
+
+TEST_F(LoadersTest, AvailabilityJsonWithPoolFromName) {
+  auto t = LoadAvailabilityJson(
+      Write("us-east-1a_v100_1.json", R"({"metadata": {"gap_seconds": 195}, "data": [0, 1, 1]})"));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->gap_seconds, 195);
+  EXPECT_EQ(t->available, (std::vector<int32_t>{0, 1, 1}));
+  EXPECT_FALSE(t->has_prices());
+  EXPECT_EQ(t->name, "us-east-1a_v100_1");
+  EXPECT_EQ(t->pool.Key(), "aws/us-east-1a/v100_1");
+  EXPECT_EQ(t->pool.region, "us-east-1");
+  auto g = LoadAvailabilityJson(Write("us-central1-a_c3-88.json",
+                                      R"({"metadata": {"gap_seconds": 30}, "data": [2],
+                                          "prices": [1.5]})"));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->pool.cloud, "gcp");
+  EXPECT_EQ(g->pool.region, "us-central1");
+  EXPECT_EQ(g->pool.instance_type, "c3-88");
+  EXPECT_EQ(g->price, std::vector<double>{1.5});
+}
+
+TEST_F(LoadersTest, MissingFilesAreNotFound) {
+  EXPECT_EQ(LoadAvailabilityJson((dir_ / "none.json").string()).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(LoadPriceChangePoints((dir_ / "none.csv").string()).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(LoadCatalogCsv((dir_ / "none.csv").string()).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(LoadAwsSpotPriceHistory((dir_ / "none.json").string()).status().code(),
+            StatusCode::kNotFound);
+}
+
+// Each malformed input must fail with InvalidArgument naming file, line or record, and field.
+TEST_F(LoadersTest, BadInputsNameFileLineAndField) {
+  const std::string kCsvHead = "tick,timestamp,availability_zone,instance_type,spot_usd_per_hour\n";
+  const std::string kRow0 = "0,2023-02-15 22:08:16,us-east-1a,p3.2xlarge,1.5\n";
+  struct Case {
+    std::string file, text, message;
+  } cases[] = {
+      {"a.json", "{\"metadata\": {\"gap_seconds\": 0}, \"data\": [1]}",
+       "a.json: metadata.gap_seconds: must be a number > 0"},
+      {"a.json", "{\"metadata\": {}, \"data\": [1]}", "a.json: metadata.gap_seconds: missing"},
+      {"a.json", "{\"metadata\": {\"gap_seconds\": 5}, \"data\": [1, -1]}",
+       "a.json: data[1]: not a non-negative integer count (got -1)"},
+      {"a.json", "{\"metadata\": {\"gap_seconds\": 5}, \"data\": [1, 0.5]}", "a.json: data[1]:"},
+      {"a.json", "{\"metadata\": {\"gap_seconds\": 5}, \"data\": [1, \"x\"]}", "a.json: data[1]:"},
+      {"a.json", "{\"metadata\": {\"gap_seconds\": 5}, \"data\": 3}", "a.json: data: missing"},
+      {"a.json", "{\"metadata\": {\"gap_seconds\": 5}, \"data\": [1], \"prices\": [-2]}",
+       "a.json: prices[0]: not a finite price >= 0"},
+      {"a.json", "{\"metadata\": {\"gap_seconds\": 5}, \"data\": [1, 1], \"prices\": [2]}",
+       "a.json: prices: 1 values, data has 2"},
+      {"a.json", "{\"metadata\": {\"gap_seconds\": 5},\n \"data\": [1,,]}",
+       "a.json:2: JSON syntax error"},
+      {"p.csv", kCsvHead + kRow0 + "17,2023-02-15 23:00:00,us-east-1a,p3.2xlarge,abc\n",
+       "p.csv:3: spot_usd_per_hour: not a number 'abc'"},
+      {"p.csv", kCsvHead + kRow0 + "17,2023-02-15 23:00:00,us-east-1a,p3.2xlarge,-1\n",
+       "p.csv:3: spot_usd_per_hour: must be >= 0"},
+      {"p.csv", kCsvHead + kRow0 + "17,2023-02-15 21:00:00,us-east-1a,p3.2xlarge,1\n",
+       "p.csv:3: timestamp: time not after the previous row of us-east-1a (line 2)"},
+      {"p.csv", kCsvHead + kRow0 + "17,yesterday,us-east-1a,p3.2xlarge,1\n",
+       "p.csv:3: timestamp: not a UTC time 'yesterday'"},
+      {"p.csv", kCsvHead + kRow0 + "17,2023-02-16 00:00:00,,p3.2xlarge,1\n",
+       "p.csv:3: availability_zone: empty zone"},
+      {"p.csv", "zone,tick\nus-east-1a,0\n", "p.csv:1: no price column"},
+      {"c.csv", "instance_type,region,gpu_count,memory\np3.2xlarge,us-east-1,one,61 GB\n",
+       "c.csv:2: gpu_count: not a number 'one'"},
+      {"c.csv", "instance_type,region,gpu_count,memory\np3.2xlarge,us-east-1,1,61 XB\n",
+       "c.csv:2: memory: not a number '61 XB'"},
+      {"c.csv", "instance_type,region,ondemand_usd_per_hour\np3.2xlarge,us-east-1,-3\n",
+       "c.csv:2: ondemand_usd_per_hour: must be >= 0"},
+      {"c.csv", "instance_type,region\n,us-east-1\n", "c.csv:2: instance_type: empty"},
+      {"h.json", R"({"SpotPriceHistory": [{"AvailabilityZone": "us-east-1a",
+        "InstanceType": "p3.2xlarge", "SpotPrice": "x", "Timestamp": "2023-01-01T00:00:00Z"}]})",
+       "h.json: SpotPriceHistory[0]: SpotPrice: not a number"},
+      {"h.json", R"({"SpotPriceHistory": [{"AvailabilityZone": "us-east-1a",
+        "InstanceType": "p3.2xlarge", "SpotPrice": "1", "Timestamp": "noon"}]})",
+       "h.json: SpotPriceHistory[0]: Timestamp: not a UTC time 'noon'"},
+      {"h.json", R"({"SpotPriceHistory": [{"InstanceType": "p3.2xlarge"}]})",
+       "h.json: SpotPriceHistory[0]: AvailabilityZone: missing"},
+  };
+  for (const Case& c : cases) {
+    std::string path = Write(c.file, c.text);
+    Status s;
+    if (c.file == "a.json") s = LoadAvailabilityJson(path).status();
+    if (c.file == "p.csv") s = LoadPriceChangePoints(path).status();
+    if (c.file == "c.csv") s = LoadCatalogCsv(path).status();
+    if (c.file == "h.json") s = LoadAwsSpotPriceHistory(path).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.text;
+    EXPECT_NE(s.message().find(c.message), std::string::npos)
+        << "want: " << c.message << "\n got: " << s.ToString();
+  }
+}
+
+TEST_F(LoadersTest, PriceChangePointsByTimestampTickAndOffset) {
+  std::string path = Write("p.csv",
+                           "tick,timestamp,availability_zone,instance_type,spot_usd_per_hour\r\n"
+                           "0,2023-02-15 22:08:16,us-east-1a,p3.2xlarge,1.5\r\n"
+                           "10,2023-02-15 22:10:16,us-east-1a,p3.2xlarge,1.6\r\n"
+                           "0,2023-02-15 22:08:20,us-west-2b,p3.2xlarge,0.9\r\n");
+  auto by_time = LoadPriceTable(path);
+  ASSERT_TRUE(by_time.ok()) << by_time.status().ToString();
+  EXPECT_EQ(by_time->start_unix_s, 1676498896);
+  const StepSeries& a = by_time->series.at("us-east-1a");
+  EXPECT_EQ(a.time_s, (std::vector<double>{0, 120}));
+  EXPECT_EQ(a.value, (std::vector<double>{1.5, 1.6}));
+  EXPECT_EQ(by_time->series.at("us-west-2b").time_s, std::vector<double>{4});
+  auto by_tick = LoadPriceTable(path, 6);
+  ASSERT_TRUE(by_tick.ok()) << by_tick.status().ToString();
+  EXPECT_EQ(by_tick->series.at("us-east-1a").time_s, (std::vector<double>{0, 60}));
+  EXPECT_EQ(by_tick->start_unix_s, 1676498896);
+  auto offs = LoadPriceChangePoints(Write("o.csv",
+                                          "offset_seconds,availability_zone,spot_usd_per_hour\n"
+                                          "0,z1,1\n30,z1,2\n"));
+  ASSERT_TRUE(offs.ok()) << offs.status().ToString();
+  EXPECT_EQ(offs->at("z1").time_s, (std::vector<double>{0, 30}));
+}
+
+TEST_F(LoadersTest, PriceFileWithSeveralTypesKeysByZoneAndTypeAndSkipsLeadingEmpty) {
+  auto t = LoadPriceTable(Write("g.csv",
+                                "valid_from_commit_date,machine_type,region,spot_usd_per_hour\n"
+                                "2022-02-09T23:07:12+00:00,a2,us-central1,\n"
+                                "2022-02-09T23:07:12+00:00,n2,us-central1,0.5\n"
+                                "2023-05-08T00:00:00+00:00,a2,us-central1,1.25\n"
+                                "2023-05-09T00:00:00+00:00,n2,us-central1,\n"));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->series.size(), 2u);
+  EXPECT_EQ(t->series.at("us-central1/a2").value, std::vector<double>{1.25});
+  EXPECT_EQ(t->series.at("us-central1/n2").time_s, std::vector<double>{0});
+  EXPECT_EQ(t->withdrawn_s.size(), 1u);
+  EXPECT_EQ(t->withdrawn_s.at("us-central1/n2"), 1683590400 - 1644448032);
+}
+
+TEST_F(LoadersTest, AttachPricesResamplesOntoTheTraceGrid) {
+  auto table = LoadPriceTable(Write("p.csv",
+                                    "tick,availability_zone,spot_usd_per_hour\n"
+                                    "0,us-east-1a,1\n2,us-east-1a,2\n"),
+                              100);
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  Trace t;
+  t.gap_seconds = 100;
+  t.available = {1, 1, 1, 1};
+  t.pool.zone = "us-east-1a";
+  ASSERT_TRUE(AttachPrices(*table, &t).ok());
+  EXPECT_EQ(t.price, (std::vector<double>{1, 1, 2, 2}));
+  t.pool.zone = "eu-west-1a";
+  EXPECT_EQ(AttachPrices(*table, &t).code(), StatusCode::kNotFound);
+}
+
+TEST_F(LoadersTest, AwsSpotPriceHistorySortsAndFiltersProduct) {
+  std::string path = Write("h.json", R"({"SpotPriceHistory": [
+    {"AvailabilityZone": "us-east-1a", "InstanceType": "p3.2xlarge",
+     "ProductDescription": "Linux/UNIX", "SpotPrice": "0.918000",
+     "Timestamp": "2023-04-02T00:00:00+00:00"},
+    {"AvailabilityZone": "us-east-1a", "InstanceType": "p3.2xlarge",
+     "ProductDescription": "Windows", "SpotPrice": "1.5",
+     "Timestamp": "2023-04-02T00:00:00+00:00"},
+    {"AvailabilityZone": "us-east-1a", "InstanceType": "p3.2xlarge",
+     "ProductDescription": "Linux/UNIX", "SpotPrice": 0.9, "Timestamp": "2023-04-01T00:00:00Z"}
+  ]})");
+  auto all = LoadAwsSpotPriceHistory(path);
+  EXPECT_EQ(all.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(all.status().message().find("ProductDescription"), std::string::npos);
+  auto lnx = LoadAwsSpotPriceHistory(path, "Linux/UNIX");
+  ASSERT_TRUE(lnx.ok()) << lnx.status().ToString();
+  const StepSeries& s = lnx->at("us-east-1a/p3.2xlarge");
+  EXPECT_EQ(s.time_s, (std::vector<double>{1680307200, 1680393600}));
+  EXPECT_EQ(s.value, (std::vector<double>{0.9, 0.918}));
+}
+
+TEST_F(LoadersTest, CatalogAwsAndGcpShapes) {
+  auto aws = LoadCatalogCsv(Write(
+      "aws.csv",
+      "instance_type,gpu_model,gpu_count,gpu_memory,vcpus,memory,region,ondemand_usd_per_hour\n"
+      "p3.2xlarge,NVIDIA Tesla V100,1,16 GB,8,61 GB,us-east-1,3.06\n"));
+  ASSERT_TRUE(aws.ok()) << aws.status().ToString();
+  ASSERT_EQ(aws->size(), 1u);
+  const CatalogEntry& e = aws->front();
+  EXPECT_EQ(e.cloud, "aws");
+  EXPECT_EQ(e.gpu_count, 1);
+  EXPECT_EQ(e.gpus, 1);
+  EXPECT_EQ(e.memory_gb, 61);
+  EXPECT_EQ(e.ondemand_usd_per_hour, 3.06);
+  EXPECT_EQ(e.spot_usd_per_hour, 0);
+  auto gcp = LoadCatalogCsv(Write("gcp.csv",
+                                  "machine_type,vcpus,ram_gb,gpu_model,gpu_count,region,"
+                                  "ondemand_usd_per_hour,spot_usd_per_hour\n"
+                                  "c2-standard-4,4,16,,0,northamerica-south1,,0.034\n"
+                                  "g6f,8,32,L40,0.25,us-east-1,0.68,\n"));
+  ASSERT_TRUE(gcp.ok()) << gcp.status().ToString();
+  EXPECT_EQ(gcp->front().cloud, "gcp");
+  EXPECT_EQ(gcp->front().ondemand_usd_per_hour, 0);
+  EXPECT_EQ(gcp->front().spot_usd_per_hour, 0.034);
+  EXPECT_EQ(gcp->front().memory_gb, 16);
+  EXPECT_EQ(gcp->back().gpu_count, 1);
+  EXPECT_EQ(gcp->back().gpus, 0.25);
+}
+
+}  // namespace
+}  // namespace spot::market

@@ -1,0 +1,36 @@
+#include "policy/baseline_policies.h"
+
+#include "policy/zone_choice.h"
+
+namespace spot::policy {
+namespace {
+
+class OnDemandPolicy final : public Policy {
+ public:
+  std::string_view name() const override { return "od"; }
+  Decision Decide(const Observation&) override { return {Placement::OnDemand()}; }
+};
+
+class GreedyPolicy final : public Policy {
+ public:
+  std::string_view name() const override { return "greedy"; }
+  void Start(const JobStart&) override { latched_ = false; }
+  Decision Decide(const Observation& obs) override {
+    if (latched_ || BelowSafetyNet(obs)) {
+      latched_ = true;
+      return {Placement::OnDemand()};
+    }
+    int z = PickSpotZone(obs);
+    return {z >= 0 ? Placement::Spot(z) : Placement::Idle()};
+  }
+
+ private:
+  bool latched_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Policy> MakeOnDemandPolicy() { return std::make_unique<OnDemandPolicy>(); }
+std::unique_ptr<Policy> MakeGreedyPolicy() { return std::make_unique<GreedyPolicy>(); }
+
+}  // namespace spot::policy

@@ -1,0 +1,40 @@
+#include "policy/uniform_progress.h"
+
+#include "policy/zone_choice.h"
+
+namespace spot::policy {
+namespace {
+
+class UniformProgressPolicy final : public Policy {
+ public:
+  std::string_view name() const override { return "up"; }
+  void Start(const JobStart&) override { latched_ = false; }
+
+  Decision Decide(const Observation& obs) override {
+    if (latched_ || BelowSafetyNet(obs)) {
+      latched_ = true;
+      return {Placement::OnDemand()};
+    }
+    const double d = obs.job.changeover_hours;
+    const double p = obs.progress_hours;
+    if (obs.current.kind == InstanceKind::kOnDemand &&
+        p < ExpectedProgress(obs.job, obs.time_hours + 2 * d)) {
+      return {Placement::OnDemand()};
+    }
+    int z = PickSpotZone(obs);
+    if (z >= 0) return {Placement::Spot(z)};
+    if (p < ExpectedProgress(obs.job, obs.time_hours)) return {Placement::OnDemand()};
+    return {Placement::Idle()};
+  }
+
+ private:
+  bool latched_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Policy> MakeUniformProgressPolicy() {
+  return std::make_unique<UniformProgressPolicy>();
+}
+
+}  // namespace spot::policy

@@ -1,0 +1,137 @@
+// Properties over generated traces: the omniscient DP is the exact optimum on
+// tiny markets (checked against brute force over every decision sequence),
+// and a lower bound on every policy everywhere; up, greedy and ours meet
+// every deadline that can be met.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "policy/omniscient.h"
+#include "policy/registry.h"
+#include "policy/test_traces.h"
+#include "sim/spot_sim.h"
+
+namespace spot::sim {
+namespace {
+
+using policy::testing::RandomTrace;
+
+class FixedPolicy final : public policy::Policy {
+ public:
+  explicit FixedPolicy(const std::vector<Placement>* s) : s_(s) {}
+  std::string_view name() const override { return "fixed"; }
+  policy::Decision Decide(const policy::Observation& o) override {
+    return {o.tick < static_cast<int64_t>(s_->size()) ? (*s_)[o.tick] : Placement::OnDemand()};
+  }
+
+ private:
+  const std::vector<Placement>* s_;
+};
+
+// Minimum cost over all 4^T sequences of {idle, spot z0, spot z1, od} that
+// meet the deadline (or +inf).
+double BruteForce(std::span<const market::Trace* const> zones, const JobSpec& job, int T) {
+  std::vector<Placement> choices = {Placement::Idle(), Placement::OnDemand()};
+  for (int z = 0; z < static_cast<int>(zones.size()); ++z) choices.push_back(Placement::Spot(z));
+  std::vector<Placement> seq(T);
+  double best = 1e300;
+  std::function<void(int)> rec = [&](int i) {
+    if (i == T) {
+      FixedPolicy p(&seq);
+      RunResult r = SimulateJob(p, zones, 0, job);
+      if (r.met_deadline) best = std::min(best, r.cost);
+      return;
+    }
+    for (const Placement& c : choices) seq[i] = c, rec(i + 1);
+  };
+  rec(0);
+  return best;
+}
+
+TEST(Omniscient, EqualsBruteForceOnTinyMarkets) {
+  std::mt19937_64 rng(11);
+  // g = 600 s, d = 0.2 h (changeover over two ticks), C = 0.6 h, D = 1.25 h: 8 ticks.
+  JobSpec job{.compute_hours = 0.6, .deadline_hours = 1.25, .changeover_hours = 0.2,
+              .ondemand_price = 3};
+  for (int trial = 0; trial < 12; ++trial) {
+    auto a = RandomTrace(rng, 600, 10, 3, 2, trial % 2 == 0);
+    auto b = RandomTrace(rng, 600, 10, 2, 2, true);
+    std::vector<const market::Trace*> zones = {&a};
+    if (trial >= 8) zones.push_back(&b);
+    int T = 8;
+    double brute = BruteForce(zones, job, T);
+    auto plan = policy::SolveOmniscient({zones, 0}, job);
+    ASSERT_TRUE(plan.ok());
+    ASSERT_TRUE(plan->feasible);
+    EXPECT_TRUE(plan->exact);
+    EXPECT_NEAR(plan->cost, brute, 1e-9) << "trial " << trial;
+    // Its own plan, replayed in the simulator, costs exactly the bound.
+    auto p = policy::MakeOmniscientPolicy();
+    RunResult r = SimulateJob(*p, zones, 0, job);
+    EXPECT_NEAR(r.cost, plan->cost, 1e-9);
+    EXPECT_TRUE(r.met_deadline);
+  }
+}
+
+struct Market {
+  double gap_s;
+  int zones;
+  bool prices;
+  double mean_up, mean_down;
+};
+
+class PropertyTest : public ::testing::TestWithParam<Market> {};
+
+TEST_P(PropertyTest, BoundAndDeadlines) {
+  const Market m = GetParam();
+  policy::PolicyRegistry registry;
+  policy::RegisterBuiltinPolicies(registry);
+  std::mt19937_64 rng(1234 + m.zones * 7 + static_cast<int>(m.gap_s));
+  std::uniform_real_distribution<double> u(0, 1);
+  int compared = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<market::Trace> traces;
+    for (int z = 0; z < m.zones; ++z) {
+      traces.push_back(RandomTrace(rng, m.gap_s, 400, m.mean_up, m.mean_down, m.prices));
+    }
+    std::vector<const market::Trace*> zones;
+    for (auto& t : traces) zones.push_back(&t);
+    // C in [2, 8] h, D / C in [1.02, 1.6], d in whole minutes in [g, 0.5 h] (the
+    // 2d net needs g <= d; whole minutes keep the DP's grid exact, so its
+    // "feasible" is exact too: a coarse grid may call a hopeless job feasible).
+    double gap_min = m.gap_s / 60;
+    double d_min = std::ceil(gap_min + (30 - gap_min) * u(rng));
+    JobSpec job{.compute_hours = 2 + 6 * u(rng), .deadline_hours = 0,
+                .changeover_hours = d_min / 60, .ondemand_price = 3};
+    job.deadline_hours = job.compute_hours * (1.02 + 0.58 * u(rng));
+    int64_t start = static_cast<int64_t>(u(rng) * 100);
+    auto plan = policy::SolveOmniscient({zones, start}, job);
+    ASSERT_TRUE(plan.ok());
+    ASSERT_TRUE(plan->exact);
+    for (const char* name : {"od", "greedy", "up", "hazard-up"}) {
+      auto p = registry.Create(name);
+      RunResult r = SimulateJob(**p, zones, start, job);
+      if (plan->feasible) {
+        EXPECT_LE(plan->cost, r.cost + 1e-9) << name << " trial " << trial;
+        if (std::string(name) != "od") {
+          EXPECT_TRUE(r.met_deadline) << name << " missed a feasible deadline, trial " << trial;
+        }
+        ++compared;
+      } else {
+        EXPECT_FALSE(r.met_deadline) << name << " met a deadline the bound calls infeasible";
+      }
+    }
+  }
+  EXPECT_GT(compared, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Markets, PropertyTest,
+    ::testing::Values(Market{600, 1, false, 12, 6}, Market{600, 1, true, 4, 8},
+                      Market{195, 1, true, 30, 10}, Market{600, 2, true, 6, 6},
+                      Market{300, 3, false, 10, 20}));
+
+}  // namespace
+}  // namespace spot::sim
