@@ -20,8 +20,8 @@ Container MakeCnnLikeContainer() {
   int i = 0;
   for (const char* kind : {"model", "exp_avg", "exp_avg_sq"}) {
     for (const auto& shape : shapes) {
-      std::span<char> data = c.AddUninitialized(std::string(kind) + "/" + std::to_string(i++),
-                                                DType::kF32, shape);
+      std::span<char> data =
+          c.AddUninitialized(std::string(kind) + "/" + std::to_string(i++), DType::kF32, shape);
       std::memset(data.data(), i, data.size());
     }
   }

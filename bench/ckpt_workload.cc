@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <torch/optim/adam.h>
 #include <torch/serialize.h>
 #include <torch/utils.h>
@@ -9,9 +10,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <functional>
-
-#include <fmt/format.h>
 
 #include "ckpt/store.h"
 #include "cpu_load.h"
@@ -53,10 +51,12 @@ struct State {
     }
     for (const at::Tensor& p : model->parameters()) snapshot.push_back(p.detach().clone());
   }
-  // Zeroes the parameters (untimed) so that a load must really restore them.
+  // Zeroes the parameters and drops the Adam state (untimed), so that a load
+  // must really restore both.
   void Scramble() {
     torch::NoGradGuard no_grad;
     for (at::Tensor& p : model->parameters()) p.zero_();
+    optimizer.state().clear();
   }
   Status Verify(const char* what) const {
     auto params = model->parameters();
@@ -127,7 +127,8 @@ std::string Report(const CkptBenchOptions& o, const Figures& f) {
       "and LoadNewestValid (size and XXH3 checks) + RestoreTrainState. torch: torch::save of "
       "the model and of the optimizer to two files, then fsync of both (no atomic rename), and "
       "torch::load of both. Loads read files just written (page cache). \"torch / ours\" > 1 "
-      "means ours is faster. Other processes used {:.2f} cores meanwhile.\n\n{}\ntorch::save without the fsync: {:.2f} ms (median); "
+      "means ours is faster. Other processes used {:.2f} cores meanwhile.\n\n{}\ntorch::save "
+      "without the fsync: {:.2f} ms (median); "
       "all reps, ms: ours save {}, torch save+fsync {}, ours load {}, torch load {}.\n",
       o.reps, f.other_cores, t.ToMarkdown(), Median(f.torch_save), FormatList(f.ours_save, 1),
       FormatList(f.torch_fsync, 1), FormatList(f.ours_load, 1), FormatList(f.torch_load, 1));
@@ -142,14 +143,19 @@ Result<std::string> Run(const CkptBenchOptions& o) {
   SPOT_ASSIGN_OR_RETURN(ckpt::CheckpointStore store,
                         ckpt::CheckpointStore::Open({.dir = dir + "/ours", .keep_last = 2}));
   std::filesystem::create_directories(dir + "/torch");
-  train::TrainerCounters counters{.step = 5, .seed = o.seed, .batch_size = 64, .model = "cnn",
-                                  .optimizer = "adam", .threads = o.threads, .blas = "bench"};
+  train::TrainerCounters counters{.step = 5,
+                                  .seed = o.seed,
+                                  .batch_size = 64,
+                                  .model = "cnn",
+                                  .optimizer = "adam",
+                                  .threads = o.threads,
+                                  .blas = "bench"};
   Figures f;
   WaitForQuiet(o.quiet_cores, o.quiet_wait_s);
   CpuLoadMeter meter;
   for (int r = 0; r < o.reps; ++r) {
-    SPOT_RETURN_IF_ERROR(RunRep(s, store, counters, dir + "/torch/model.pt",
-                                dir + "/torch/optimizer.pt", &f));
+    SPOT_RETURN_IF_ERROR(
+        RunRep(s, store, counters, dir + "/torch/model.pt", dir + "/torch/optimizer.pt", &f));
   }
   f.other_cores = meter.OtherCores();
   return Report(o, f);

@@ -12,12 +12,12 @@
 namespace spot::bench {
 
 struct CkptBenchOptions {
-  int reps = 20;             // timed saves and loads per method; the median is reported
-  int threads = 2;           // intra-op threads (the training steps before timing)
+  int reps = 20;    // timed saves and loads per method; the median is reported
+  int threads = 2;  // intra-op threads (the training steps before timing)
   int64_t seed = 1;
-  std::string work_dir;      // checkpoint files go under it
-  double quiet_cores = 0.25; // first wait until other processes use fewer cores than this ...
-  double quiet_wait_s = 120; // ... or this long has passed
+  std::string work_dir;       // checkpoint files go under it
+  double quiet_cores = 0.25;  // first wait until other processes use fewer cores than this ...
+  double quiet_wait_s = 120;  // ... or this long has passed
 };
 
 // Returns the report (Markdown table and method) or the first failure.

@@ -1,5 +1,6 @@
 #include "cpu_load.h"
 
+#include <fmt/format.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -8,16 +9,13 @@
 #include <string>
 #include <thread>
 
-#include <fmt/format.h>
-
 #include "report.h"
 
 namespace spot::bench {
 namespace {
 
 double WallSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // CPU seconds all cores spent busy since boot (user, nice, system, irq,
@@ -64,12 +62,14 @@ double WaitForQuiet(double max_cores, double max_wait_s) {
   bool told = false;
   while (true) {
     CpuLoadMeter meter;
-    std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
     double other = meter.OtherCores();
     if (other < max_cores || WallSeconds() >= deadline) return other;
     if (!told) {
-      Progress(fmt::format("other processes keep {:.1f} cores busy; waiting up to {:.0f} s for "
-                           "a quiet machine", other, max_wait_s));
+      Progress(
+          fmt::format("other processes keep {:.1f} cores busy; waiting up to {:.0f} s for "
+                      "a quiet machine",
+                      other, max_wait_s));
       told = true;
     }
   }

@@ -22,7 +22,7 @@ class CpuLoadMeter {
   double start_own_ = 0;
 };
 
-// Samples 1 s windows until other processes use less than `max_cores`, or
+// Samples 0.5 s windows until other processes use less than `max_cores`, or
 // `max_wait_s` has passed. Returns the last window's value (-1 when unknown).
 double WaitForQuiet(double max_cores, double max_wait_s);
 

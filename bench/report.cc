@@ -1,11 +1,11 @@
 #include "report.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cassert>
 #include <chrono>
 #include <cstdio>
-
-#include <fmt/format.h>
 
 namespace spot::bench {
 

@@ -5,16 +5,15 @@
 //   ckpt   checkpoint save/load vs torch::save/torch::load
 // Tables go to stdout, progress to stderr. Exit codes: 0 done (a missed goal is
 // a result, shown as MISS), 1 a workload failed, 2 bad flags.
-#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <thread>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "ckpt_workload.h"
 #include "core/logging.h"
@@ -26,7 +25,7 @@ namespace {
 
 struct Flags {
   std::vector<std::string> workloads = {"train", "ckpt"};
-  std::string work_dir;      // default: a new directory under $TMPDIR, removed at the end
+  std::string work_dir;  // default: a new directory under $TMPDIR, removed at the end
   TrainBenchOptions train;
   CkptBenchOptions ckpt;
 };
@@ -43,10 +42,12 @@ void AddFlags(CLI::App& app, Flags* f) {
       ->delimiter(',')
       ->check(CLI::Range(1, 60000))
       ->capture_default_str();
-  app.add_option("--samples", f->train.samples, "train: timed samples per run (steps = this / batch)")
+  app.add_option("--samples", f->train.samples,
+                 "train: timed samples per run (steps = this / batch)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--steps", f->train.steps, "train: timed steps per run at every batch size "
+  app.add_option("--steps", f->train.steps,
+                 "train: timed steps per run at every batch size "
                  "(overrides --samples; 0 = use --samples)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -59,6 +60,10 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--seed", f->train.seed, "Seed for weights and data order")->capture_default_str();
   app.add_option("--python", f->train.python, "Python with PyTorch")->capture_default_str();
   app.add_option("--script", f->train.script, "The Python baseline")->capture_default_str();
+  app.add_option("--python-env", f->train.python_env,
+                 "train: VAR=VALUE set for the Python runs only (repeatable), e.g. "
+                 "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold="
+                 "1073741824 to give Python the trainer's malloc settings");
   app.add_option("--data", f->train.dataset_path, "Fashion-MNIST directory")->capture_default_str();
   app.add_option("--quiet-wait", f->train.quiet_wait_s,
                  "train: seconds to wait for other processes to go quiet before each run")
@@ -111,8 +116,7 @@ int Run(Flags& f) {
   std::fflush(stdout);
   int rc = 0;
   for (const std::string& w : f.workloads) {
-    Result<std::string> report =
-        w == "train" ? RunTrainWorkload(f.train) : RunCkptWorkload(f.ckpt);
+    Result<std::string> report = w == "train" ? RunTrainWorkload(f.train) : RunCkptWorkload(f.ckpt);
     if (!report.ok()) {
       fmt::print(stderr, "error: workload {}: {}\n", w, report.status().ToString());
       rc = 1;

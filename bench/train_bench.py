@@ -79,7 +79,7 @@ def main():
     p.add_argument("--model", default="cnn", choices=["cnn", "mlp"])
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=200, help="timed steps")
-    p.add_argument("--warmup-steps", type=int, default=10, help="untimed steps first")
+    p.add_argument("--warmup-steps", type=int, default=5, help="untimed steps first")
     p.add_argument("--threads", type=int, default=2, help="intra-op threads")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--optimizer", default="adam", choices=["adam"])

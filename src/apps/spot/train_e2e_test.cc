@@ -158,8 +158,9 @@ TEST_P(BitwiseResumeTest, KilledRunsContinueBitForBit) {
   StepLog reference = ReadStepLog(dir_ / "base.csv");
   ASSERT_EQ(reference.size(), static_cast<size_t>(job.steps));
 
-  std::mt19937 rng(20261130);
+  std::mt19937 rng(20261130 + std::hash<std::string>{}(GetParam().name) % 1000);
   std::uniform_int_distribution<int64_t> pick(job.interval + 1, job.steps - 25);
+  std::uniform_int_distribution<int> jitter_us(0, 20000);  // lands anywhere in a step or a save
   for (int trial = 0; trial < 3; ++trial) {
     SCOPED_TRACE(fmt::format("trial {}", trial));
     int64_t kill_at = pick(rng);
@@ -170,6 +171,7 @@ TEST_P(BitwiseResumeTest, KilledRunsContinueBitForBit) {
     {
       ChildProcess p(TrainArgs(job_path, log_a), (dir_ / fmt::format("kill{}_a", trial)).string());
       while (p.Running() && LastLoggedStep(log_a) < kill_at) ::usleep(500);
+      ::usleep(static_cast<useconds_t>(jitter_us(rng)));
       p.Kill(SIGKILL);
       ProcessResult r = p.Wait();
       ASSERT_EQ(r.term_signal, SIGKILL) << "finished before the kill at step " << kill_at << "\n"
