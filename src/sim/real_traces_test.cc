@@ -1,7 +1,7 @@
 // Policies on the real records of ../shared/data (skipped when absent):
 // the bound holds, nobody misses a feasible deadline, and ours beats UP on
 // mean cost over the five aws-v100-2023-02 zones (the setting, fewer
-// samples to keep the test quick; docs/spotsim-bench.md has the full run).
+// samples to keep the test quick; docs/benchmarks.md has the full run).
 #include <gtest/gtest.h>
 
 #include <filesystem>
