@@ -3,6 +3,7 @@
 // measured in the same run:
 //   train  C++ Trainer vs Python PyTorch samples/s (batch 64 and 256)
 //   ckpt   checkpoint save/load vs torch::save/torch::load
+//   sim    SpotSim evaluation speed (runs/s, full eval under 1 s, omniscient)
 // Tables go to stdout, progress to stderr. Exit codes: 0 done (a missed goal is
 // a result, shown as MISS), 1 a workload failed, 2 bad flags.
 #include <fmt/format.h>
@@ -18,22 +19,24 @@
 #include "ckpt_workload.h"
 #include "core/logging.h"
 #include "report.h"
+#include "sim_workload.h"
 #include "train_workload.h"
 
 namespace spot::bench {
 namespace {
 
 struct Flags {
-  std::vector<std::string> workloads = {"train", "ckpt"};
+  std::vector<std::string> workloads = {"train", "ckpt", "sim"};
   std::string work_dir;  // default: a new directory under $TMPDIR, removed at the end
   TrainBenchOptions train;
   CkptBenchOptions ckpt;
+  SimBenchOptions sim;
 };
 
 void AddFlags(CLI::App& app, Flags* f) {
-  app.add_option("--workloads", f->workloads, "Comma-separated: train, ckpt")
+  app.add_option("--workloads", f->workloads, "Comma-separated: train, ckpt, sim")
       ->delimiter(',')
-      ->check(CLI::IsMember({"train", "ckpt"}))
+      ->check(CLI::IsMember({"train", "ckpt", "sim"}))
       ->capture_default_str();
   app.add_option("--threads", f->train.threads, "Intra-op threads on both sides")
       ->check(CLI::Range(1, 256))
@@ -71,6 +74,15 @@ void AddFlags(CLI::App& app, Flags* f) {
       ->capture_default_str();
   app.add_option("--ckpt-reps", f->ckpt.reps, "ckpt: saves and loads per method")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--sim-samples", f->sim.samples, "sim: starts per zone for the fast policies")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--sim-omniscient-samples", f->sim.omniscient_samples,
+                 "sim: starts per zone for omniscient")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--market-data", f->sim.data_dir, "sim: the shared market records")
       ->capture_default_str();
   app.add_option("--work-dir", f->work_dir, "Scratch directory (default: a new temporary one)");
 }
@@ -116,7 +128,9 @@ int Run(Flags& f) {
   std::fflush(stdout);
   int rc = 0;
   for (const std::string& w : f.workloads) {
-    Result<std::string> report = w == "train" ? RunTrainWorkload(f.train) : RunCkptWorkload(f.ckpt);
+    Result<std::string> report = w == "train"  ? RunTrainWorkload(f.train)
+                                 : w == "ckpt" ? RunCkptWorkload(f.ckpt)
+                                               : RunSimWorkload(f.sim);
     if (!report.ok()) {
       fmt::print(stderr, "error: workload {}: {}\n", w, report.status().ToString());
       rc = 1;
@@ -135,6 +149,7 @@ int Run(Flags& f) {
 int main(int argc, char** argv) {
   spot::bench::Flags flags;
   flags.train.script = SPOT_SOURCE_DIR "/bench/train_bench.py";
+  flags.sim.data_dir = SPOT_SOURCE_DIR "/../shared/data";
   CLI::App app{"spot_bench: SpotTrain against its anchors (Python PyTorch, torch::save)."};
   spot::bench::AddFlags(app, &flags);
   try {
