@@ -1,5 +1,7 @@
+#include "core/temp_dir.h"
 #include "ckpt/store.h"
 
+#include <optional>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -32,12 +34,9 @@ int64_t ValueOf(const Container& c) {
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("spot_store_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    tmp_.emplace(TempDir::Create("spot_store_test").value());
+    dir_ = tmp_->path();
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   CheckpointStore OpenStore(int keep = 3) {
     auto s = CheckpointStore::Open({.dir = dir_.string(), .keep_last = keep});
@@ -54,6 +53,7 @@ class StoreTest : public ::testing::Test {
       parent = v->id;
     }
   }
+  std::optional<TempDir> tmp_;
   fs::path dir_;
 };
 

@@ -1,5 +1,7 @@
+#include "core/temp_dir.h"
 #include "core/file_io.h"
 
+#include <optional>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,13 +14,10 @@ namespace fs = std::filesystem;
 class FileIoTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("spot_file_io_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    ASSERT_TRUE(CreateDirectories(dir_.string()).ok());
+    tmp_.emplace(TempDir::Create("spot_file_io_test").value());
+    dir_ = tmp_->path();
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  std::optional<TempDir> tmp_;
   fs::path dir_;
 };
 

@@ -1,5 +1,7 @@
+#include "core/temp_dir.h"
 #include "market/loaders.h"
 
+#include <optional>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -17,17 +19,15 @@ namespace fs = std::filesystem;
 class LoadersTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("spot_market_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
+    tmp_.emplace(TempDir::Create("spot_market_test").value());
+    dir_ = tmp_->path();
   }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string Write(const std::string& name, const std::string& text) {
     std::string path = (dir_ / name).string();
     std::ofstream(path, std::ios::binary) << text;
     return path;
   }
+  std::optional<TempDir> tmp_;
   fs::path dir_;
 };
 

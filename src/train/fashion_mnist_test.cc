@@ -1,5 +1,7 @@
+#include "core/temp_dir.h"
 #include "train/fashion_mnist.h"
 
+#include <optional>
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -29,15 +31,15 @@ TEST(FashionMnistTest, LoadsTheTestSplit) {
 class BadDataTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("spot_fmnist_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
+    tmp_.emplace(TempDir::Create("spot_fmnist_test").value());
+    dir_ = tmp_->path();
   }
-  void TearDown() override { fs::remove_all(dir_); }
   void WriteGz(const std::string& name, const std::string& bytes) {
     gzFile f = gzopen((dir_ / name).c_str(), "wb");
     gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
     gzclose(f);
   }
+  std::optional<TempDir> tmp_;
   fs::path dir_;
 };
 

@@ -1,14 +1,15 @@
 // End-to-end tests of `spot sim`: the real binary on small hand-written traces.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "apps/spot/test_process.h"
+#include "core/temp_dir.h"
 
 namespace spot {
 namespace {
@@ -20,13 +21,16 @@ using testing::RunProcess;
 class SimCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / fmt::format("spot_sim_e2e_{}_{}", ::getpid(),
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    tmp_.emplace(TempDir::Create(std::string("spot_sim_e2e_") +
+                                 ::testing::UnitTest::GetInstance()->current_test_info()->name())
+                     .value());
+    dir_ = tmp_->path();
   }
   void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
+    if (HasFailure()) {
+      tmp_->Keep();
+      std::cerr << "kept for inspection: " << dir_ << "\n";
+    }
   }
   // A 1-hour-tick trace named like the shared records.
   fs::path Trace(const std::string& stem, const std::string& data) {
@@ -38,6 +42,7 @@ class SimCliTest : public ::testing::Test {
     args.insert(args.begin(), {SPOT_BIN, "sim"});
     return RunProcess(args, (dir_ / "out").string(), 120);
   }
+  std::optional<TempDir> tmp_;
   fs::path dir_;
 };
 
@@ -60,8 +65,8 @@ TEST_F(SimCliTest, EvalJsonHasTheIssuesShape) {
   EXPECT_NEAR(m["od"]["mean_cost"].get<double>(), 7.5, 1e-9);
   EXPECT_NEAR(m["up"]["mean_cost"].get<double>(), 3.0, 1e-9);
   EXPECT_NEAR(m["omniscient"]["mean_cost"].get<double>(), 2.5, 1e-9);
-  for (const char* key : {"p50_cost", "p95_cost", "deadline_misses", "mean_spot_hours",
-                          "mean_od_hours"}) {
+  for (const char* key :
+       {"p50_cost", "p95_cost", "deadline_misses", "mean_spot_hours", "mean_od_hours"}) {
     EXPECT_TRUE(m["up"].contains(key)) << key;
   }
 }
@@ -76,9 +81,9 @@ TEST_F(SimCliTest, MultiZoneTableAndRunSvg) {
   EXPECT_NE(r.out.find("multi-zone"), std::string::npos);
   EXPECT_NE(r.out.find("vs od"), std::string::npos);
   fs::path svg = dir_ / "run.svg";
-  r = Spot({"run", "--trace", a.string(), "--trace", b.string(), "--multi-zone", "--policy",
-            "up", "--compute-hours", "3", "--deadline-hours", "5", "--changeover-hours", "0.5",
-            "--svg", svg.string()});
+  r = Spot({"run", "--trace", a.string(), "--trace", b.string(), "--multi-zone", "--policy", "up",
+            "--compute-hours", "3", "--deadline-hours", "5", "--changeover-hours", "0.5", "--svg",
+            svg.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("deadline met"), std::string::npos) << r.out;
   std::ifstream in(svg);

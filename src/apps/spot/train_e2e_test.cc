@@ -1,5 +1,6 @@
 // End-to-end tests of `spot train`: the real binary as child processes,
 // SIGKILLed from outside, resumed, compared bit for bit.
+#include <optional>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/temp_dir.h"
 #include "apps/spot/test_process.h"
 #include "ckpt/store.h"
 #include "core/file_io.h"
@@ -86,12 +88,14 @@ class SpotTrainTest : public ::testing::Test {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     std::string name = std::string(info->test_suite_name()) + "_" + info->name();
     std::replace(name.begin(), name.end(), '/', '_');
-    dir_ = fs::temp_directory_path() / fmt::format("spot_e2e_{}_{}", ::getpid(), name);
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    tmp_.emplace(TempDir::Create("spot_e2e_" + name).value());
+    dir_ = tmp_->path();
   }
   void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
+    if (HasFailure()) {
+      tmp_->Keep();
+      std::cerr << "kept for inspection: " << dir_ << "\n";
+    }
   }
 
   fs::path WriteJob(const std::string& name, const std::string& yaml) {
@@ -111,6 +115,7 @@ class SpotTrainTest : public ::testing::Test {
     return RunProcess(TrainArgs(job, step_log), (dir_ / tag).string());
   }
 
+  std::optional<TempDir> tmp_;
   fs::path dir_;
 };
 
