@@ -9,7 +9,7 @@ function(spot_cc_library)
   target_link_libraries(${ARG_NAME} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
 endfunction()
 
-# spot_cc_test(NAME name SRCS ... [DEPS ...] [LABELS ...] [TIMEOUT seconds])
+# spot_cc_test(NAME name SRCS ... [DEPS ...] [LABELS ...] [TIMEOUT seconds per test case])
 # One executable per library keeps link time down (LibTorch links are slow).
 function(spot_cc_test)
   cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
@@ -21,7 +21,9 @@ function(spot_cc_test)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 600)
   endif()
-  add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
-  set_tests_properties(${ARG_NAME} PROPERTIES TIMEOUT ${ARG_TIMEOUT}
-                       LABELS "${ARG_LABELS}")
+  # One ctest entry per test case, so `ctest -j` runs slow end-to-end cases side by side.
+  gtest_discover_tests(${ARG_NAME}
+    TEST_PREFIX "${ARG_NAME}."
+    DISCOVERY_TIMEOUT 120
+    PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}")
 endfunction()
