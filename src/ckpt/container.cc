@@ -195,7 +195,10 @@ Result<Container> Container::Decode(std::string bytes, const std::string& source
     return fail(fmt::format("checksum mismatch: file says {:016x}, bytes give {:016x}", stored,
                             actual));
   }
-  Reader rd(bytes, 8, body);
+  Container c;
+  c.file_buffer_ = std::make_unique<std::string>(std::move(bytes));
+  std::string_view buf(*c.file_buffer_);  // records are views into this buffer
+  Reader rd(buf, 8, body);
   uint32_t version = 0, count = 0;
   uint64_t index_bytes = 0;
   rd.Get(&version);
@@ -205,9 +208,6 @@ Result<Container> Container::Decode(std::string bytes, const std::string& source
     return fail(fmt::format("format version {} is not supported (this build reads {})", version,
                             kFormatVersion));
   }
-  Container c;
-  c.file_buffer_ = std::make_unique<std::string>(std::move(bytes));
-  std::string_view buf(*c.file_buffer_);
   std::unordered_set<std::string> names;
   for (uint32_t i = 0; i < count; ++i) {
     Record r;
