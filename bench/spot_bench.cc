@@ -14,12 +14,15 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "ckpt_workload.h"
 #include "core/logging.h"
+#include "core/temp_dir.h"
 #include "report.h"
 #include "sim_workload.h"
+#include "train/trainer.h"
 #include "train_workload.h"
 
 namespace spot::bench {
@@ -95,30 +98,25 @@ std::string CpuModel() {
   return "unknown CPU";
 }
 
-std::string Blas() {
-  std::error_code ec;
-  auto p = std::filesystem::canonical("/usr/lib/x86_64-linux-gnu/libblas.so.3", ec);
-  return ec ? "unknown" : p.parent_path().filename().string();
-}
-
 std::string Header(const Flags& f) {
   char date[32];
   std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
   return fmt::format("# spot_bench ({})\n\nMachine: {}, {} cores, BLAS {}. Workloads: {}.\n\n",
-                     date, CpuModel(), std::thread::hardware_concurrency(), Blas(),
+                     date, CpuModel(), std::thread::hardware_concurrency(), train::BlasLibrary(),
                      fmt::join(f.workloads, ", "));
 }
 
 int Run(Flags& f) {
-  bool own_dir = f.work_dir.empty();
-  if (own_dir) {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "spot_bench.XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      fmt::print(stderr, "error: cannot create a directory like {}\n", tmpl);
+  std::optional<TempDir> scratch;  // removed at the end when we made it
+  if (f.work_dir.empty()) {
+    auto t = TempDir::Create("spot_bench");
+    if (!t.ok()) {
+      fmt::print(stderr, "error: {}\n", t.status().message());
       return 1;
     }
-    f.work_dir = tmpl;
+    scratch.emplace(std::move(t).value());
+    f.work_dir = scratch->path().string();
   }
   f.train.work_dir = f.ckpt.work_dir = f.work_dir;
   f.ckpt.threads = f.train.threads;
@@ -139,7 +137,6 @@ int Run(Flags& f) {
     fmt::print("{}\n", *report);
     std::fflush(stdout);
   }
-  if (own_dir) std::filesystem::remove_all(f.work_dir);
   return rc;
 }
 

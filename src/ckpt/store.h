@@ -60,6 +60,9 @@ class CheckpointStore {
   // Reads and verifies one version by id.
   Result<Container> Load(const VersionInfo& info) const;
 
+  // True when the directory holds no version at all (valid or not).
+  bool Empty() const { return AllIds().empty(); }
+
   // Manifests that parse, newest first (not verified against their data).
   std::vector<VersionInfo> List() const;
 

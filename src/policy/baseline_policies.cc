@@ -14,18 +14,15 @@ class OnDemandPolicy final : public Policy {
 class GreedyPolicy final : public Policy {
  public:
   std::string_view name() const override { return "greedy"; }
-  void Start(const JobStart&) override { latched_ = false; }
+  void Start(const JobStart&) override { net_.Reset(); }
   Decision Decide(const Observation& obs) override {
-    if (latched_ || BelowSafetyNet(obs)) {
-      latched_ = true;
-      return {Placement::OnDemand()};
-    }
+    if (net_.Engaged(obs)) return {Placement::OnDemand()};
     int z = PickSpotZone(obs);
     return {z >= 0 ? Placement::Spot(z) : Placement::Idle()};
   }
 
  private:
-  bool latched_ = false;
+  LatchedSafetyNet net_;
 };
 
 }  // namespace

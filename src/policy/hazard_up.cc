@@ -18,7 +18,7 @@ class HazardUpPolicy final : public Policy {
   std::string_view name() const override { return "hazard-up"; }
 
   void Start(const JobStart& s) override {
-    latched_ = false;
+    net_.Reset();
     first_ = true;
     int Z = s.market.num_zones();
     int64_t window = static_cast<int64_t>(opt_.history_window_hours / s.market.gap_hours());
@@ -37,10 +37,7 @@ class HazardUpPolicy final : public Policy {
   Decision Decide(const Observation& obs) override {
     UpdateAges(obs);
     const double d = obs.job.changeover_hours;
-    if (latched_ || BelowSafetyNet(obs)) {
-      latched_ = true;
-      return {Placement::OnDemand()};
-    }
+    if (net_.Engaged(obs)) return {Placement::OnDemand()};
     if (scarce_) {  // wait for spot; the net above finishes on on-demand
       int z = ChooseZone(obs);
       return {z >= 0 ? Placement::Spot(z) : Placement::Idle()};
@@ -110,7 +107,8 @@ class HazardUpPolicy final : public Policy {
   }
 
   HazardUpOptions opt_;
-  bool latched_ = false, first_ = true, scarce_ = false;
+  LatchedSafetyNet net_;
+  bool first_ = true, scarce_ = false;
   std::vector<LifetimeStats> stats_;
   std::vector<int64_t> age_;
   std::vector<bool> passed_;  // this zone's current run was passed over

@@ -8,13 +8,10 @@ namespace {
 class UniformProgressPolicy final : public Policy {
  public:
   std::string_view name() const override { return "up"; }
-  void Start(const JobStart&) override { latched_ = false; }
+  void Start(const JobStart&) override { net_.Reset(); }
 
   Decision Decide(const Observation& obs) override {
-    if (latched_ || BelowSafetyNet(obs)) {
-      latched_ = true;
-      return {Placement::OnDemand()};
-    }
+    if (net_.Engaged(obs)) return {Placement::OnDemand()};
     const double d = obs.job.changeover_hours;
     const double p = obs.progress_hours;
     if (obs.current.kind == InstanceKind::kOnDemand &&
@@ -28,7 +25,7 @@ class UniformProgressPolicy final : public Policy {
   }
 
  private:
-  bool latched_ = false;
+  LatchedSafetyNet net_;
 };
 
 }  // namespace

@@ -16,4 +16,19 @@ inline bool BelowSafetyNet(const Observation& obs, double extra_hours = 0) {
   return obs.remaining_time() < obs.remaining_work() + 2 * obs.job.changeover_hours + extra_hours;
 }
 
+// The latched form of that net: once engaged it stays engaged for the rest
+// of the job (on-demand to the end). Reset() at each job's start.
+class LatchedSafetyNet {
+ public:
+  void Reset() { engaged_ = false; }
+  // True when the job must be on on-demand now (and from now on).
+  bool Engaged(const Observation& obs) {
+    engaged_ = engaged_ || BelowSafetyNet(obs);
+    return engaged_;
+  }
+
+ private:
+  bool engaged_ = false;
+};
+
 }  // namespace spot::policy

@@ -51,13 +51,6 @@ TensorSet ToTensors(const ImageSet& s) {
   return t;
 }
 
-// The BLAS library serving libblas.so.3 (bitwise resume needs the same one).
-std::string DetectBlas() {
-  std::error_code ec;
-  auto p = std::filesystem::canonical("/usr/lib/x86_64-linux-gnu/libblas.so.3", ec);
-  return ec ? "unknown" : p.parent_path().filename().string();
-}
-
 // Training allocates and frees the same large activation buffers every step.
 // glibc serves blocks above its mmap threshold with fresh mmaps, so each step
 // page-faults and zeroes them again, and it returns freed heap tops to the
@@ -131,7 +124,7 @@ Status Trainer::Impl::Setup() {
   counters.model = spec.model;
   counters.optimizer = spec.optimizer.type;
   counters.threads = threads;
-  counters.blas = DetectBlas();
+  counters.blas = BlasLibrary();
 
   steps_per_epoch = (train.size() + spec.batch_size - 1) / spec.batch_size;
   total_steps = spec.epochs > 0 ? spec.epochs * steps_per_epoch : spec.steps;
@@ -157,12 +150,11 @@ Status Trainer::Impl::MaybeResume() {
   auto loaded = store->LoadNewestValid();
   if (!loaded.ok()) {
     if (loaded.status().code() != StatusCode::kNotFound) return loaded.status();
-    std::vector<ckpt::VersionInfo> any = store->List();
-    if (loaded.status().message().find("skipped") != std::string::npos) {
+    if (store->Empty()) {
+      spdlog::info("no checkpoint in {}; starting fresh", store->dir());
+    } else {
       spdlog::warn("{}", loaded.status().message());
       spdlog::warn("no valid checkpoint; starting fresh");
-    } else {
-      spdlog::info("no checkpoint in {}; starting fresh", store->dir());
     }
     return Status::Ok();
   }
@@ -227,8 +219,7 @@ EpochResult Trainer::Impl::Evaluate() {
     correct += logits.argmax(1).eq(y).sum().item<int64_t>();
   }
   model->train();
-  EpochResult r;
-  r.epoch = counters.step / steps_per_epoch - 1;
+  EpochResult r;  // the caller sets r.epoch: it knows whether the epoch ended
   r.step = counters.step;
   r.test_accuracy = static_cast<double>(correct) / static_cast<double>(test.size());
   r.test_loss = loss_sum / static_cast<double>(test.size());
@@ -352,6 +343,12 @@ Status Trainer::Impl::WriteOutputs() {
                       {"evaluations", epochs},
                       {"model_path", summary.model_path}};
   return WriteFileAtomically(summary.summary_path, j.dump(2) + "\n");
+}
+
+std::string BlasLibrary() {
+  std::error_code ec;
+  auto p = std::filesystem::canonical("/usr/lib/x86_64-linux-gnu/libblas.so.3", ec);
+  return ec ? "unknown" : p.parent_path().filename().string();
 }
 
 Trainer::Trainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

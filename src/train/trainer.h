@@ -45,6 +45,10 @@ struct TrainSummary {
   std::string summary_path;          // this summary as JSON
 };
 
+// The BLAS library serving libblas.so.3 ("openblas-openmp", ...; "unknown").
+// Recorded in checkpoints: a bitwise resume needs the same one.
+std::string BlasLibrary();
+
 class Trainer {
  public:
   // Validates what the spec cannot check alone (loads the data set).
