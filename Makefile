@@ -8,7 +8,7 @@ JOBS       ?= $(shell nproc)
 # ctest runs two test programs at a time; each keeps its own threads small.
 TEST_JOBS  ?= 2
 
-.PHONY: all deps build demo test bench asan format clean
+.PHONY: all deps build demo test fault bench asan format clean
 
 all: build
 
@@ -29,6 +29,12 @@ demo: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(TEST_JOBS)
+
+# The checkpoint fault campaign: 24 SIGKILLs at random moments during saves,
+# each followed by a full verification of what is visible and a bitwise resume
+# (`make test` runs the same test with 4).
+fault: build
+	SPOT_FAULT_TRIALS=24 ctest --test-dir $(BUILD) --output-on-failure -L fault
 
 bench: build
 	bash bench/run.sh $(BUILD)

@@ -1,16 +1,13 @@
 // Container: an in-memory checkpoint, an ordered list of named, typed,
-// shaped byte arrays ("records"), and its on-disk encoding (format v1, see
-// docs/checkpoint-format.md). Knows nothing of LibTorch: the tensor adapter
-// (torch_adapter.h) fills and reads it.
-//
-// Records are views: into storage the container owns (AddUninitialized) or
-// into the decoded file buffer (Decode), so saving copies each tensor once
-// and loading copies it once. A Container is movable, not copyable.
-// Not thread-safe.
+// shaped byte arrays ("records"). Knows nothing of LibTorch (the tensor
+// adapter, torch_adapter.h, fills and reads it) nor of files (format.h
+// encodes it). Each record owns its storage; storage can be recycled between
+// snapshots and handed from one container to another, so that decoding a
+// delta version reuses its base's buffers in place.
+// A Container is movable, not copyable. Not thread-safe.
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <span>
 #include <string>
@@ -44,7 +41,7 @@ struct Record {
   DType dtype = DType::kU8;
   std::vector<int64_t> shape;   // empty for a scalar
   std::string_view data;        // numel * DTypeSize(dtype) bytes, little-endian
-  uint64_t checksum = 0;        // XXH3-64 of data (set by Encode/Decode)
+  uint64_t checksum = 0;        // XXH3-64 of data (set by the writer and the reader)
 
   int64_t numel() const;
 };
@@ -55,47 +52,46 @@ class Container {
   Container(Container&&) = default;
   Container& operator=(Container&&) = default;
 
-  // Adds a record and returns its storage for the caller to fill.
+  // Adds a record and returns its storage for the caller to fill. Reuses the
+  // storage of the record at the same position before the last Recycle()
+  // (resized), so a snapshot of the same state costs no allocation.
   // REQUIRES: no record named `name` yet; dims >= 0.
   std::span<char> AddUninitialized(std::string name, DType dtype, std::vector<int64_t> shape);
+  // Adds a record that takes over `storage`. REQUIRES: storage.size() is the
+  // record's byte size.
+  std::span<char> AddWithStorage(std::string name, DType dtype, std::vector<int64_t> shape,
+                                 std::string storage);
   // Adds a record holding a copy of `bytes` (dtype kU8, shape {size}).
   void AddBytes(std::string name, std::string_view bytes);
 
   const Record* Find(std::string_view name) const;
+  // Index of record `name` in records(), -1 when absent.
+  int FindIndex(std::string_view name) const;
   const std::vector<Record>& records() const { return records_; }
+  std::span<char> mutable_data(size_t i) { return {storage_[i]->data(), storage_[i]->size()}; }
+  Record& mutable_record(size_t i) { return records_[i]; }
+  // Moves record i's storage out; the record's data becomes empty.
+  std::string ReleaseStorage(size_t i);
+  // Drops every record, keeping their storage for the next AddUninitialized calls.
+  void Recycle();
+  // Drops records and storage.
+  void Clear();
+  bool empty() const { return records_.empty(); }
   // Sum of the records' data sizes.
   uint64_t payload_bytes() const;
 
-  // The encoded file as pieces to write in order (views into this container and
-  // into `*scratch`, which must outlive the pieces). Sets each record's checksum.
-  // `file_checksum` receives the XXH3-64 written in the footer.
-  std::vector<std::string_view> Encode(std::string* scratch, uint64_t* file_checksum);
-
-  // Parses and verifies an encoded file. `source` names it in errors.
-  // Returns DataLoss for truncation, a bad file checksum (which covers every
-  // byte before the footer, records included) or malformed structure.
-  static Result<Container> Decode(std::string bytes, const std::string& source);
-
-  // Re-hashes each record against its own checksum; returns the names of the
-  // records that differ, comma-separated ("" when all match). For diagnostics:
-  // Decode's file checksum already covers every record.
+  // Re-hashes each record against its checksum; returns the names of the
+  // records that differ, comma-separated ("" when all match).
   std::string VerifyRecords() const;
-
-  // XXH3-64 of a file's bytes as Decode checks it (everything but the footer).
-  static uint64_t Checksum(std::string_view bytes);
-  // The checksum a file's footer records (no hashing); 0 for a short file.
-  static uint64_t StoredChecksum(std::string_view bytes);
 
  private:
   std::vector<Record> records_;
-  std::deque<std::string> owned_;              // storage of added records
-  std::unique_ptr<std::string> file_buffer_;   // storage of decoded records
+  std::vector<std::unique_ptr<std::string>> storage_;   // storage_[i] backs records_[i]
+  std::vector<std::unique_ptr<std::string>> recycled_;  // from before Recycle(), in order
+  size_t next_recycled_ = 0;
 };
 
-// File layout constants (docs/checkpoint-format.md).
-inline constexpr std::string_view kMagic = "SPOTCKPT";
-inline constexpr std::string_view kFooterMagic = "SPOTEND1";
-inline constexpr uint32_t kFormatVersion = 1;
-inline constexpr size_t kAlignment = 64;
+// XXH3-64 of a byte range, the checksum used throughout the format.
+uint64_t Checksum(std::string_view bytes);
 
 }  // namespace spot::ckpt

@@ -3,6 +3,9 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "ckpt/store.h"
+#include "core/temp_dir.h"
+
 namespace spot::ckpt {
 namespace {
 
@@ -21,13 +24,22 @@ TEST(TorchAdapterTest, RoundTripsDtypesAndLayouts) {
   ASSERT_TRUE(PutTensor(&c, "l", l).ok());
   ASSERT_TRUE(PutTensor(&c, "scalar", scalar).ok());
   ASSERT_TRUE(PutTensor(&c, "b", b).ok());
-  std::string scratch, bytes;
-  uint64_t sum;
-  for (auto p : c.Encode(&scratch, &sum)) bytes.append(p);
-  auto dec = Container::Decode(bytes, "t");
-  ASSERT_TRUE(dec.ok());
-  for (auto [name, t] : {std::pair{"f", f}, {"strided", strided}, {"d", d}, {"l", l},
-                         {"scalar", scalar}, {"b", b}}) {
+  // Through a saved checkpoint and back.
+  auto tmp = TempDir::Create("spot_torch_adapter_test");
+  ASSERT_TRUE(tmp.ok()) << tmp.status().ToString();
+  auto store = CheckpointStore::Open({.dir = tmp->path().string()});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto saved = (*store)->Save(c, SaveRequest{});
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  auto loaded = (*store)->Load(saved->id);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  const Container* dec = &loaded->container;
+  for (auto [name, t] : {std::pair{"f", f},
+                         {"strided", strided},
+                         {"d", d},
+                         {"l", l},
+                         {"scalar", scalar},
+                         {"b", b}}) {
     auto got = GetTensor(*dec, name);
     ASSERT_TRUE(got.ok()) << name;
     EXPECT_TRUE(at::equal(*got, t)) << name;

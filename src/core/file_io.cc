@@ -72,30 +72,89 @@ Status CreateDirectories(const std::string& dir) {
   return Status::Ok();
 }
 
-Status WriteFileAtomically(const std::string& path, std::span<const std::string_view> pieces) {
+Result<AtomicFileWriter> AtomicFileWriter::Create(const std::string& path) {
   std::filesystem::path final_path(path);
-  std::string dir = final_path.parent_path().string();
   std::string tmp = (final_path.parent_path() /
                      (std::string(kTempFilePrefix) + final_path.filename().string() + "." +
                       std::to_string(::getpid())))
                         .string();
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus("creating", tmp, errno);
-  Status st;
-  for (std::string_view piece : pieces) {
-    st = WriteAll(fd, piece, tmp);
-    if (!st.ok()) break;
-  }
-  if (st.ok() && ::fsync(fd) != 0) st = ErrnoStatus("syncing", tmp, errno);
-  if (::close(fd) != 0 && st.ok()) st = ErrnoStatus("closing", tmp, errno);
-  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    st = ErrnoStatus("renaming to", path, errno);
-  }
+  return AtomicFileWriter(path, std::move(tmp), fd);
+}
+
+AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& o) noexcept
+    : path_(std::move(o.path_)), tmp_(std::move(o.tmp_)), fd_(o.fd_), size_(o.size_) {
+  o.fd_ = -1;
+}
+
+AtomicFileWriter::~AtomicFileWriter() { Abort(); }
+
+void AtomicFileWriter::Abort() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  ::unlink(tmp_.c_str());
+  fd_ = -1;
+}
+
+Status AtomicFileWriter::Append(std::string_view data) {
+  if (fd_ < 0) return FailedPreconditionError(path_ + ": writer is closed");
+  Status st = WriteAll(fd_, data, tmp_);
   if (!st.ok()) {
-    ::unlink(tmp.c_str());
+    Abort();
     return st;
   }
-  return SyncDirectory(dir);
+  size_ += data.size();
+  return st;
+}
+
+Status AtomicFileWriter::Commit() {
+  if (fd_ < 0) return FailedPreconditionError(path_ + ": writer is closed");
+  Status st;
+  if (::fsync(fd_) != 0) st = ErrnoStatus("syncing", tmp_, errno);
+  if (st.ok()) {
+    int rc = ::close(fd_);
+    fd_ = -1;
+    if (rc != 0) st = ErrnoStatus("closing", tmp_, errno);
+  }
+  if (st.ok() && ::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    st = ErrnoStatus("renaming to", path_, errno);
+  }
+  if (!st.ok()) {
+    Abort();
+    ::unlink(tmp_.c_str());
+    return st;
+  }
+  return SyncDirectory(std::filesystem::path(path_).parent_path().string());
+}
+
+Status WriteFileAtomically(const std::string& path, std::span<const std::string_view> pieces) {
+  SPOT_ASSIGN_OR_RETURN(AtomicFileWriter w, AtomicFileWriter::Create(path));
+  for (std::string_view piece : pieces) SPOT_RETURN_IF_ERROR(w.Append(piece));
+  return w.Commit();
+}
+
+Status ReadFileRange(const std::string& path, uint64_t offset, std::span<char> dst) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("opening", path, errno);
+  size_t done = 0;
+  while (done < dst.size()) {
+    ssize_t n = ::pread(fd, dst.data() + done, dst.size() - done,
+                        static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return ErrnoStatus("reading", path, err);
+    }
+    if (n == 0) {
+      ::close(fd);
+      return DataLossError(path + ": file ends before byte " + std::to_string(offset + dst.size()));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return Status::Ok();
 }
 
 Status WriteFileAtomically(const std::string& path, std::string_view contents) {

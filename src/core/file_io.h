@@ -4,6 +4,7 @@
 // final name, and the directory is fsynced so the rename survives a crash.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,6 +20,37 @@ Result<std::string> ReadFile(const std::string& path);
 // Leaves no temporary file behind on failure.
 Status WriteFileAtomically(const std::string& path, std::span<const std::string_view> pieces);
 Status WriteFileAtomically(const std::string& path, std::string_view contents);
+
+// Streams a file to `path` with the same commit as WriteFileAtomically: the
+// bytes go to a temporary file beside it, and only Commit() makes them visible
+// (fsync, rename, directory fsync). Destroying a writer that was not committed
+// removes the temporary file. Not thread-safe.
+class AtomicFileWriter {
+ public:
+  static Result<AtomicFileWriter> Create(const std::string& path);
+  AtomicFileWriter(AtomicFileWriter&& o) noexcept;
+  AtomicFileWriter& operator=(AtomicFileWriter&&) = delete;
+  ~AtomicFileWriter();
+
+  Status Append(std::string_view data);
+  Status Commit();
+  // Bytes appended so far.
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  AtomicFileWriter(std::string path, std::string tmp, int fd)
+      : path_(std::move(path)), tmp_(std::move(tmp)), fd_(fd) {}
+  void Abort();
+
+  std::string path_, tmp_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+// Reads `dst.size()` bytes at `offset`. DataLoss when the file is shorter,
+// NotFound when it does not exist.
+Status ReadFileRange(const std::string& path, uint64_t offset, std::span<char> dst);
 
 // fsyncs a directory so that entries created, renamed or removed in it persist.
 Status SyncDirectory(const std::string& dir);

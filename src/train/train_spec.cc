@@ -36,6 +36,43 @@ void ReadSchedule(SpecReader& r, ScheduleSpec* s) {
   r.Double("min_lr", &s->min_lr, {.min = 0});
 }
 
+void ReadCheckpoint(SpecReader& r, CheckpointSpec* c) {
+  r.String("dir", &c->dir);
+  r.String("durable_dir", &c->durable_dir);
+  // Giving interval_steps alone means a fixed interval.
+  if (r.Has("interval_steps") && !r.Has("interval")) c->interval = "steps";
+  r.Enum("interval", &c->interval, {"auto", "steps"});
+  r.Int("interval_steps", &c->interval_steps, {.min = 1});
+  r.Double("mtbf_hours", &c->mtbf_hours, {.min = 0, .min_exclusive = true});
+  r.Double("max_overhead", &c->max_overhead, {.min = 0, .max = 1, .min_exclusive = true});
+  r.Int("keep", &c->keep, {.min = 1, .max = 1000});
+  r.Int("keep_every", &c->keep_every, {.min = 0});
+  r.String("keep_best", &c->keep_best);
+  r.Enum("codec", &c->codec, {"raw", "shuffle-zstd"});
+  r.Enum("delta", &c->delta, {"none", "xor", "q8"});
+  r.Bool("q8_optimizer", &c->q8_optimizer);
+  if (c->q8_optimizer && c->delta != "q8") r.AddError("q8_optimizer", "applies to delta: q8 only");
+  r.Int("full_every", &c->full_every, {.min = 1, .max = 1000});
+  r.Bool("async", &c->async);
+  r.Double("flush_deadline_s", &c->flush_deadline_s, {.min = 0, .min_exclusive = true});
+  if (!c->keep_best.empty() && c->keep_best != "test_accuracy" && c->keep_best != "test_loss") {
+    r.AddError("keep_best", "must be test_accuracy or test_loss (got " + c->keep_best + ")");
+  }
+  if (!c->durable_dir.empty() && c->durable_dir == c->dir) {
+    r.AddError("durable_dir", "must differ from checkpoint.dir");
+  }
+}
+
+void ReadRollback(SpecReader& r, RollbackSpec* b) {
+  r.Bool("enabled", &b->enabled);
+  r.Double("spike_factor", &b->spike_factor, {.min = 1, .min_exclusive = true});
+  r.Int("window", &b->window, {.min = 1});
+  r.Int("warmup_steps", &b->warmup_steps, {.min = 0});
+  r.Int("skip_batches", &b->skip_batches, {.min = 1, .max = 1000});
+  r.Double("lr_factor", &b->lr_factor, {.min = 0, .max = 1, .min_exclusive = true});
+  r.Int("max_rollbacks", &b->max_rollbacks, {.min = 0});
+}
+
 }  // namespace
 
 Result<TrainSpec> ParseTrainSpec(const std::string& yaml, const std::string& file_name) {
@@ -59,10 +96,11 @@ Result<TrainSpec> ParseTrainSpec(const std::string& yaml, const std::string& fil
   top.String("output_dir", &s.output_dir);
   ReadOptimizer(top.Section("optimizer", /*required=*/true), &s.optimizer);
   ReadSchedule(top.Section("schedule"), &s.schedule);
-  SpecReader& ck = top.Section("checkpoint");
-  ck.String("dir", &s.checkpoint.dir);
-  ck.Int("interval_steps", &s.checkpoint.interval_steps, {.min = 1});
-  ck.Int("keep", &s.checkpoint.keep, {.min = 1, .max = 1000});
+  ReadCheckpoint(top.Section("checkpoint"), &s.checkpoint);
+  ReadRollback(top.Section("rollback"), &s.rollback);
+  SpecReader& faults = top.Section("faults");
+  faults.Int("nan_loss_at_step", &s.faults.nan_loss_at_step, {.min = 0});
+  faults.Int("spike_loss_at_step", &s.faults.spike_loss_at_step, {.min = 0});
 
   if (s.epochs == 0 && s.steps == 0) {
     top.AddError("epochs", "give epochs or steps (or both; training stops at the first reached)");

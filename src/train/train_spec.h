@@ -30,9 +30,38 @@ struct ScheduleSpec {
 };
 
 struct CheckpointSpec {
-  std::string dir;                // default: <output_dir>/checkpoints
-  int64_t interval_steps = 500;   // save every N optimizer steps (>= 1), and at the end
-  int64_t keep = 3;               // versions kept on disk, >= 1
+  std::string dir;                // local tier; default: <output_dir>/checkpoints
+  std::string durable_dir;        // durable tier, replicated in the background; "" = none
+  std::string interval = "auto";  // auto (Young/Daly, capped by max_overhead) | steps
+  int64_t interval_steps = 500;   // interval: steps; save every N optimizer steps (>= 1)
+  double mtbf_hours = 1.0;        // interval: auto; expected time between preemptions
+  double max_overhead = 0.01;     // interval: auto; cap on the fraction of time spent saving
+  int64_t keep = 3;               // versions kept (the last N), >= 1
+  int64_t keep_every = 0;         // also keep every N-th version (0 = off)
+  std::string keep_best;          // also keep the best version by this metric ("" = off)
+  std::string codec = "shuffle-zstd";  // full versions: raw | shuffle-zstd
+  std::string delta = "xor";      // none | xor | q8 (lossy, off by default)
+  bool q8_optimizer = false;      // delta: q8; also quantize optimizer state
+  int64_t full_every = 8;         // a full version at least every N versions, >= 1
+  bool async = true;              // write in the background; false: training waits
+  double flush_deadline_s = 25;   // on SIGTERM: time allowed to finish saving
+};
+
+// Automatic rollback on divergence.
+struct RollbackSpec {
+  bool enabled = true;
+  double spike_factor = 5.0;      // a loss above factor x its moving average is a spike (> 1)
+  int64_t window = 50;            // moving average span in steps (EMA), >= 1
+  int64_t warmup_steps = 100;     // steps observed before spikes are judged, >= 0
+  int64_t skip_batches = 1;       // batches skipped from the one that diverged, >= 1
+  double lr_factor = 1.0;         // learning rate multiplied by this after each rollback, (0, 1]
+  int64_t max_rollbacks = 5;      // then give up, >= 0
+};
+
+// Faults injected on purpose (tests, demos of rollback).
+struct FaultSpec {
+  int64_t nan_loss_at_step = 0;   // the loss of the batch of this step (1-based) becomes NaN
+  int64_t spike_loss_at_step = 0; // the loss of the batch of this step is multiplied by 1000
 };
 
 struct TrainSpec {
@@ -54,6 +83,8 @@ struct TrainSpec {
   OptimizerSpec optimizer;
   ScheduleSpec schedule;
   CheckpointSpec checkpoint;
+  RollbackSpec rollback;
+  FaultSpec faults;
 };
 
 // Reads and validates a job file. InvalidArgument naming file, line and field

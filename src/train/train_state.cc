@@ -91,7 +91,12 @@ std::string TrainerCounters::ToJson() const {
                       {"optimizer", optimizer},
                       {"threads", threads},
                       {"blas", blas},
-                      {"last_test_accuracy", last_test_accuracy}};
+                      {"last_test_accuracy", last_test_accuracy},
+                      {"skipped_batches", skipped_batches},
+                      {"lr_scale", lr_scale},
+                      {"rollbacks", rollbacks},
+                      {"loss_ema", loss_ema},
+                      {"loss_ema_steps", loss_ema_steps}};
   return j.dump();
 }
 
@@ -109,6 +114,11 @@ Result<TrainerCounters> TrainerCounters::FromJson(std::string_view text) {
     c.threads = j.at("threads");
     c.blas = j.at("blas");
     c.last_test_accuracy = j.at("last_test_accuracy");
+    c.skipped_batches = j.value("skipped_batches", std::vector<int64_t>{});
+    c.lr_scale = j.value("lr_scale", 1.0);
+    c.rollbacks = j.value("rollbacks", int64_t{0});
+    c.loss_ema = j.value("loss_ema", 0.0);
+    c.loss_ema_steps = j.value("loss_ema_steps", int64_t{0});
   } catch (const std::exception& e) {
     return DataLossError(std::string("trainer/state is malformed: ") + e.what());
   }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <torch/optim/optimizer.h>
 
@@ -32,6 +33,14 @@ struct TrainerCounters {
   int64_t threads = 0;         // intra-op threads (bitwise resume needs the same)
   std::string blas;            // BLAS library in use, for the same reason
   double last_test_accuracy = -1;
+  // Rollback state (trainer.cc): global batch numbers never trained on, the
+  // learning-rate multiplier, rollbacks so far, and the loss moving average
+  // that spikes are judged against.
+  std::vector<int64_t> skipped_batches;
+  double lr_scale = 1.0;
+  int64_t rollbacks = 0;
+  double loss_ema = 0;
+  int64_t loss_ema_steps = 0;
 
   std::string ToJson() const;
   static Result<TrainerCounters> FromJson(std::string_view json);

@@ -49,4 +49,22 @@ struct SimArgs {
 CLI::App* AddSimCommand(CLI::App& app, SimArgs* args);
 int RunSim(const SimArgs& args);
 
+// `spot ckpt list | show | verify | diff | rollback | gc | export` (ckpt_command.cc).
+struct CkptArgs {
+  std::string action;
+  std::string job;          // --job: take directories and retention from a job file
+  std::string dir;          // --dir
+  std::string durable_dir;  // --durable-dir
+  int64_t id = -1;
+  int64_t other = -1;       // diff: the second version
+  std::string format = "table";
+  bool all = false;
+  bool dry_run = false;
+  int keep = 0;             // gc: override keep_last
+  std::string out;          // export: output file
+};
+
+CLI::App* AddCkptCommand(CLI::App& app, CkptArgs* args);
+int RunCkpt(const CkptArgs& args);
+
 }  // namespace spot::cli

@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   CLI::App* train = spot::cli::AddTrainCommand(app, &train_args);
   spot::cli::SimArgs sim_args;
   CLI::App* sim = spot::cli::AddSimCommand(app, &sim_args);
+  spot::cli::CkptArgs ckpt_args;
+  CLI::App* ckpt = spot::cli::AddCkptCommand(app, &ckpt_args);
 
   try {
     app.parse(argc, argv);
@@ -29,5 +31,6 @@ int main(int argc, char** argv) {
   spot::InitLogging(verbose ? spot::LogLevel::kDebug : spot::LogLevel::kInfo);
   if (train->parsed()) return spot::cli::RunTrain(train_args);
   if (sim->parsed()) return spot::cli::RunSim(sim_args);
+  if (ckpt->parsed()) return spot::cli::RunCkpt(ckpt_args);
   return spot::cli::kExitBadInput;
 }

@@ -1,4 +1,6 @@
 // `spot train JOB.yaml`: trains one job on this machine.
+#include <cstring>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -37,7 +39,8 @@ int RunTrain(const TrainArgs& args) {
   auto trainer = train::Trainer::Create(
       *spec, {.step_log_path = args.step_log,
               .plain_progress = args.plain_progress,
-              .log_interval_s = args.log_interval_s});
+              .log_interval_s = args.log_interval_s,
+              .handle_signals = true});
   if (!trainer.ok()) {
     fmt::print(stderr, "error: {}\n", trainer.status().message());
     return ExitCodeFor(trainer.status());
@@ -48,13 +51,27 @@ int RunTrain(const TrainArgs& args) {
     return ExitCodeFor(summary.status());
   }
   const train::TrainSummary& s = *summary;
+  if (s.stopped_by_signal != 0) {
+    fmt::print("{}: stopped by {} at step {}; checkpoint {} holds it. Run again to continue.\n",
+               spec->name, strsignal(s.stopped_by_signal), s.steps, s.last_checkpoint_version);
+    return 128 + s.stopped_by_signal;
+  }
   fmt::print("{}: {} steps ({} this run{}), test accuracy {:.2f}%, test loss {:.4f}\n",
              spec->name, s.steps, s.steps_this_run,
              s.resumed_from_step >= 0 ? fmt::format(", resumed from step {}", s.resumed_from_step)
                                       : "",
              s.test_accuracy * 100, s.test_loss);
-  fmt::print("throughput {:.0f} samples/s, {} checkpoints in {:.2f} s, wall time {:.1f} s\n",
-             s.train_samples_per_s, s.checkpoints_saved, s.checkpoint_seconds, s.wall_seconds);
+  fmt::print("throughput {:.0f} samples/s, wall time {:.1f} s\n", s.train_samples_per_s,
+             s.wall_seconds);
+  fmt::print("checkpoints: {} saved ({} deltas), {:.1f} MB written for {:.1f} MB of state; "
+             "training waited {:.3f} s for them ({:.2f}% overhead)\n",
+             s.checkpoints_saved, s.delta_checkpoints, s.checkpoint_bytes / 1e6,
+             s.checkpoint_payload_bytes / 1e6, s.checkpoint_seconds,
+             s.checkpoint_overhead * 100);
+  for (const train::RollbackEvent& e : s.rollbacks) {
+    fmt::print("rollback: {} at step {}; restored checkpoint {} (step {}), skipped batch {}\n",
+               e.reason, e.at_step, e.restored_version, e.restored_step, e.batch);
+  }
   fmt::print("model: {}\nsummary: {}\n", s.model_path, s.summary_path);
   return kExitOk;
 }

@@ -1,0 +1,81 @@
+// BlobStore: where checkpoint files live. A flat namespace of named,
+// immutable blobs with atomic creation (a blob is invisible until committed),
+// ranged reads, listing and deletion. The checkpoint store keeps one BlobStore
+// per storage tier (a fast local disk, a durable one) and copies between them;
+// a directory implements it today, an S3-compatible bucket fits the same calls.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace spot::ckpt {
+
+// A blob being written. Nothing is visible under its name until Commit();
+// destroying an uncommitted writer discards what was appended.
+class BlobWriter {
+ public:
+  virtual ~BlobWriter() = default;
+  virtual Status Append(std::string_view data) = 0;
+  // Makes the blob durable and visible, replacing any blob of the same name.
+  virtual Status Commit() = 0;
+};
+
+class BlobStore {
+ public:
+  virtual ~BlobStore() = default;
+
+  // Human-readable location of a blob, for messages ("<dir>/<name>").
+  virtual std::string Describe(std::string_view name) const = 0;
+
+  virtual Result<std::unique_ptr<BlobWriter>> Create(const std::string& name) = 0;
+  // Reads dst.size() bytes at `offset`. NotFound for a missing blob, DataLoss
+  // when it is shorter.
+  virtual Status ReadInto(const std::string& name, uint64_t offset, std::span<char> dst) const = 0;
+  virtual Result<uint64_t> Size(const std::string& name) const = 0;
+  // Names of committed blobs, sorted.
+  virtual Result<std::vector<std::string>> List() const = 0;
+  // Removes a blob; OK when it does not exist.
+  virtual Status Delete(const std::string& name) = 0;
+
+  // Convenience: the whole blob.
+  Result<std::string> Read(const std::string& name) const;
+  // Writes `data` as a committed blob.
+  Status Put(const std::string& name, std::string_view data);
+};
+
+// A directory on a local file system: blobs are files, created through a
+// temporary file, fsync and rename (core/file_io.h). Opening removes temporary
+// files an interrupted writer left. Safe to use from several threads as long
+// as no two write the same name at once.
+class DirectoryBlobStore : public BlobStore {
+ public:
+  static Result<std::unique_ptr<DirectoryBlobStore>> Open(const std::string& dir);
+
+  std::string Describe(std::string_view name) const override;
+  Result<std::unique_ptr<BlobWriter>> Create(const std::string& name) override;
+  Status ReadInto(const std::string& name, uint64_t offset, std::span<char> dst) const override;
+  Result<uint64_t> Size(const std::string& name) const override;
+  Result<std::vector<std::string>> List() const override;
+  Status Delete(const std::string& name) override;
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  explicit DirectoryBlobStore(std::string dir) : dir_(std::move(dir)) {}
+  std::string Path(std::string_view name) const;
+
+  std::string dir_;
+};
+
+// Copies blob `name` from one store to another, streaming, and returns the
+// XXH3-64 of its bytes (the caller compares it with what it expects before
+// anything refers to the copy).
+Result<uint64_t> CopyBlob(const BlobStore& from, BlobStore& to, const std::string& name);
+
+}  // namespace spot::ckpt

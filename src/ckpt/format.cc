@@ -1,0 +1,428 @@
+#include "ckpt/format.h"
+
+#include <xxhash.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+namespace spot::ckpt {
+namespace {
+
+constexpr size_t kMaxNameBytes = 4096;
+constexpr size_t kMaxDims = 16;
+// An index entry with an empty name, no dimensions and no chunks.
+constexpr size_t kMinEntryBytes = 4 + 1 + 1 + 1 + 8 + 8 + 4;
+constexpr uint64_t kMaxIndexBytes = uint64_t{256} << 20;
+// No codec expands a chunk more than this: an unchanged 4 MiB f64 chunk stores
+// as 41 bytes under q8-delta (about 1:100,000); 1 << 20 leaves margin.
+constexpr uint64_t kMaxExpansion = uint64_t{1} << 20;
+
+template <typename T>
+void Put(std::string* out, T v) {
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));  // the format is little-endian, as is every target here
+  out->append(b, sizeof(T));
+}
+
+// Bounds-checked little-endian reader over a byte range.
+class Reader {
+ public:
+  explicit Reader(std::string_view b) : b_(b) {}
+  template <typename T>
+  bool Get(T* v) {
+    if (b_.size() - pos_ < sizeof(T)) return false;
+    std::memcpy(v, b_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return true;
+  }
+  bool GetString(size_t n, std::string* s) {
+    if (b_.size() - pos_ < n) return false;
+    s->assign(b_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool done() const { return pos_ == b_.size(); }
+
+ private:
+  std::string_view b_;
+  size_t pos_ = 0;
+};
+
+// Appends to a BlobWriter while hashing and counting.
+class HashingWriter {
+ public:
+  explicit HashingWriter(BlobWriter& out) : out_(out), st_(XXH3_createState()) {
+    XXH3_64bits_reset(st_);
+  }
+  ~HashingWriter() { XXH3_freeState(st_); }
+  Status Append(std::string_view d) {
+    XXH3_64bits_update(st_, d.data(), d.size());
+    offset_ += d.size();
+    return out_.Append(d);
+  }
+  uint64_t offset() const { return offset_; }
+  uint64_t digest() const { return XXH3_64bits_digest(st_); }
+
+ private:
+  BlobWriter& out_;
+  XXH3_state_t* st_;
+  uint64_t offset_ = 0;
+};
+
+bool SameLayout(const Record& a, const Record& b) {
+  return a.dtype == b.dtype && a.shape == b.shape;
+}
+
+// Whether q8-delta can encode `raw` against `base`. The codec refuses
+// non-finite values (and, for f64, differences too large for an f32 scale);
+// such a record goes lossless instead of failing the whole save.
+bool Q8CanEncode(DType t, std::string_view raw, std::string_view base) {
+  auto all_finite = [](std::string_view b, size_t es, uint64_t exp_mask) {
+    for (size_t i = 0; i + es <= b.size(); i += es) {
+      uint64_t bits = 0;
+      std::memcpy(&bits, b.data() + i, es);
+      if ((bits & exp_mask) == exp_mask) return false;  // infinity or NaN
+    }
+    return true;
+  };
+  switch (t) {
+    case DType::kF16:
+      return all_finite(raw, 2, 0x7c00) && all_finite(base, 2, 0x7c00);
+    case DType::kBF16:
+      return all_finite(raw, 2, 0x7f80) && all_finite(base, 2, 0x7f80);
+    case DType::kF32:
+      return all_finite(raw, 4, 0x7f800000) && all_finite(base, 4, 0x7f800000);
+    case DType::kF64:
+      for (size_t i = 0; i + 8 <= raw.size() && i + 8 <= base.size(); i += 8) {
+        double a, b;
+        std::memcpy(&a, raw.data() + i, 8);
+        std::memcpy(&b, base.data() + i, 8);
+        if (!(std::fabs(a - b) / 127 <= FLT_MAX)) return false;  // NaN fails too
+      }
+      return true;
+    default:
+      return false;
+  }
+}
+
+Codec DeltaCodecFor(const Record& r, std::string_view base, const CodecPlan& plan) {
+  if (plan.delta != Codec::kQ8Delta) return plan.delta;
+  if (!SupportsQ8(r.dtype)) return Codec::kXorDelta;
+  if (r.name.starts_with("optim/") && !plan.q8_optimizer_state) return Codec::kXorDelta;
+  if (!Q8CanEncode(r.dtype, r.data, base)) return Codec::kXorDelta;
+  return Codec::kQ8Delta;
+}
+
+}  // namespace
+
+uint64_t RecordEntry::stored_bytes() const {
+  uint64_t n = 0;
+  for (const ChunkRef& c : chunks) n += c.stored_bytes;
+  return n;
+}
+
+Result<WrittenFile> WriteCheckpointFile(Container& c, const CodecPlan& plan, Container* reference,
+                                        int64_t id, int64_t base_id, ChunkCodec& codec,
+                                        BlobWriter& out) {
+  if (plan.full != Codec::kRaw && plan.full != Codec::kShuffleZstd) {
+    return InvalidArgumentError("a full record's codec must be raw or shuffle-zstd");
+  }
+  if (!IsDelta(plan.delta)) return InvalidArgumentError("the delta codec must be a delta codec");
+  const bool delta_version = base_id >= 0 && !reference->empty();
+  HashingWriter w(out);
+  std::string header(kMagic);
+  Put<uint32_t>(&header, kFormatVersion);
+  Put<uint32_t>(&header, 0);  // flags
+  SPOT_RETURN_IF_ERROR(w.Append(header));
+
+  WrittenFile f;
+  std::map<std::string_view, int> codec_counts;
+  std::vector<RecordEntry> entries;
+  entries.reserve(c.records().size());
+  Container next_reference;
+  std::string stored;
+  for (size_t i = 0; i < c.records().size(); ++i) {
+    Record& r = c.mutable_record(i);
+    int base_idx = delta_version ? reference->FindIndex(r.name) : -1;
+    if (base_idx >= 0 && !SameLayout(reference->records()[base_idx], r)) base_idx = -1;
+    RecordEntry e;
+    e.name = r.name;
+    e.dtype = r.dtype;
+    e.shape = r.shape;
+    e.raw_bytes = r.data.size();
+    e.codec = base_idx >= 0
+                  ? DeltaCodecFor(r, reference->records()[static_cast<size_t>(base_idx)].data, plan)
+                  : plan.full;
+    // The reference's storage for this record: the base's bytes (updated in
+    // place by q8-delta), reused for a full record of the same size.
+    std::string ref_storage;
+    if (base_idx >= 0) {
+      ref_storage = reference->ReleaseStorage(static_cast<size_t>(base_idx));
+    } else if (int j = reference->FindIndex(r.name);
+               j >= 0 && reference->records()[j].data.size() == r.data.size()) {
+      ref_storage = reference->ReleaseStorage(static_cast<size_t>(j));
+    } else {
+      ref_storage.resize(r.data.size());
+    }
+    for (uint64_t pos = 0; pos < r.data.size(); pos += kChunkBytes) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, r.data.size() - pos));
+      std::span<const char> raw(r.data.data() + pos, n);
+      std::span<char> base(ref_storage.data() + pos, n);
+      Status st = codec.Encode(e.codec, r.dtype, raw, base, &stored);
+      if (!st.ok()) return st.WithContext("record " + r.name);
+      e.chunks.push_back({w.offset(), stored.size(), Checksum(stored)});
+      SPOT_RETURN_IF_ERROR(w.Append(stored));
+    }
+    if (e.codec != Codec::kQ8Delta && !r.data.empty()) {
+      std::memcpy(ref_storage.data(), r.data.data(), r.data.size());
+    }
+    r.checksum = Checksum(r.data);
+    e.raw_checksum = e.codec == Codec::kQ8Delta ? Checksum(ref_storage) : r.checksum;
+    next_reference.AddWithStorage(r.name, r.dtype, r.shape, std::move(ref_storage))
+        ;
+    next_reference.mutable_record(i).checksum = e.raw_checksum;
+    ++codec_counts[CodecName(e.codec)];
+    if (IsDelta(e.codec)) ++f.delta_records;
+    f.payload_bytes += e.raw_bytes;
+    entries.push_back(std::move(e));
+  }
+
+  std::string index;
+  Put<int64_t>(&index, id);
+  // A version without delta records depends on no base, whatever was asked.
+  Put<int64_t>(&index, f.delta_records > 0 ? base_id : -1);
+  Put<uint32_t>(&index, static_cast<uint32_t>(kChunkBytes));
+  Put<uint32_t>(&index, static_cast<uint32_t>(entries.size()));
+  for (const RecordEntry& e : entries) {
+    Put<uint32_t>(&index, static_cast<uint32_t>(e.name.size()));
+    index.append(e.name);
+    Put<uint8_t>(&index, static_cast<uint8_t>(e.dtype));
+    Put<uint8_t>(&index, static_cast<uint8_t>(e.codec));
+    Put<uint8_t>(&index, static_cast<uint8_t>(e.shape.size()));
+    for (int64_t d : e.shape) Put<int64_t>(&index, d);
+    Put<uint64_t>(&index, e.raw_bytes);
+    Put<uint64_t>(&index, e.raw_checksum);
+    Put<uint32_t>(&index, static_cast<uint32_t>(e.chunks.size()));
+    for (const ChunkRef& ch : e.chunks) {
+      Put<uint64_t>(&index, ch.offset);
+      Put<uint64_t>(&index, ch.stored_bytes);
+      Put<uint64_t>(&index, ch.checksum);
+    }
+  }
+  std::string footer;
+  Put<uint64_t>(&footer, w.offset());
+  Put<uint64_t>(&footer, index.size());
+  Put<uint64_t>(&footer, Checksum(index));
+  footer.append(kFooterMagic);
+  SPOT_RETURN_IF_ERROR(w.Append(index));
+  SPOT_RETURN_IF_ERROR(w.Append(footer));
+
+  *reference = std::move(next_reference);
+  f.file_bytes = w.offset();
+  f.checksum = w.digest();
+  f.records = static_cast<int>(entries.size());
+  for (const auto& [name, n] : codec_counts) {
+    f.codecs += fmt::format("{}{}:{}", f.codecs.empty() ? "" : ",", name, n);
+  }
+  return f;
+}
+
+Result<CheckpointFile> CheckpointFile::Open(const BlobStore& store, const std::string& name) {
+  CheckpointFile f(store, name);
+  f.source_ = store.Describe(name);
+  auto fail = [&](const std::string& why) { return DataLossError(f.source_ + ": " + why); };
+  auto size = store.Size(name);
+  if (!size.ok()) {
+    if (size.status().code() == StatusCode::kNotFound) return fail("data file is missing");
+    return size.status();
+  }
+  f.file_bytes_ = *size;
+  if (f.file_bytes_ < kHeaderBytes + kFooterBytes) {
+    return fail(fmt::format("truncated: {} bytes is smaller than any checkpoint", f.file_bytes_));
+  }
+  char header[kHeaderBytes], footer[kFooterBytes];
+  SPOT_RETURN_IF_ERROR(store.ReadInto(name, 0, header));
+  SPOT_RETURN_IF_ERROR(store.ReadInto(name, f.file_bytes_ - kFooterBytes, footer));
+  if (std::string_view(header, 8) != kMagic) return fail("not a checkpoint (bad magic)");
+  uint32_t version, flags;
+  std::memcpy(&version, header + 8, 4);
+  std::memcpy(&flags, header + 12, 4);
+  if (version != kFormatVersion) {
+    return fail(fmt::format("format version {} is not supported (this build reads {})", version,
+                            kFormatVersion));
+  }
+  if (flags != 0) return fail(fmt::format("unknown flags {:#x}", flags));
+  if (std::string_view(footer + 24, 8) != kFooterMagic) {
+    return fail("truncated or damaged: footer magic missing");
+  }
+  uint64_t index_offset, index_bytes, index_sum;
+  std::memcpy(&index_offset, footer, 8);
+  std::memcpy(&index_bytes, footer + 8, 8);
+  std::memcpy(&index_sum, footer + 16, 8);
+  if (index_offset < kHeaderBytes || index_bytes > kMaxIndexBytes ||
+      index_offset > f.file_bytes_ - kFooterBytes ||
+      index_bytes != f.file_bytes_ - kFooterBytes - index_offset) {
+    return fail("footer does not locate the index inside the file");
+  }
+  std::string index(index_bytes, '\0');
+  SPOT_RETURN_IF_ERROR(store.ReadInto(name, index_offset, std::span<char>(index)));
+  if (Checksum(index) != index_sum) {
+    return fail(fmt::format("index checksum mismatch: footer says {:016x}, bytes give {:016x}",
+                            index_sum, Checksum(index)));
+  }
+  Status st = f.Parse(index);
+  if (!st.ok()) return fail(st.message());
+  // The chunks must tile [header, index) exactly: no byte is left unchecked.
+  uint64_t next = kHeaderBytes;
+  for (const RecordEntry& e : f.records_) {
+    for (const ChunkRef& c : e.chunks) {
+      if (c.offset != next) return fail(fmt::format("record '{}': chunk out of place", e.name));
+      next += c.stored_bytes;
+    }
+  }
+  if (next != index_offset) return fail("chunks do not end where the index begins");
+  return f;
+}
+
+Status CheckpointFile::Parse(std::string_view index) {
+  Reader rd(index);
+  uint32_t count = 0;
+  if (!rd.Get(&id_) || !rd.Get(&base_id_) || !rd.Get(&chunk_bytes_) || !rd.Get(&count)) {
+    return DataLossError("index header is malformed");
+  }
+  if (id_ < 0 || base_id_ < -1 || base_id_ >= id_) {
+    return DataLossError(fmt::format("bad version id {} or base {}", id_, base_id_));
+  }
+  if (chunk_bytes_ == 0 || chunk_bytes_ % (kQ8Block * 8) != 0) {
+    return DataLossError(fmt::format("bad chunk size {}", chunk_bytes_));
+  }
+  // Each entry takes at least kMinEntryBytes: this bounds what reserve() allocates.
+  if (count > index.size() / kMinEntryBytes) {
+    return DataLossError("record count exceeds the index");
+  }
+  std::unordered_set<std::string> names;
+  records_.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    RecordEntry e;
+    uint32_t name_len = 0, chunks = 0;
+    uint8_t dtype = 0, codec = 0, ndim = 0;
+    if (!rd.Get(&name_len) || name_len > kMaxNameBytes || !rd.GetString(name_len, &e.name) ||
+        !rd.Get(&dtype) || !rd.Get(&codec) || !rd.Get(&ndim)) {
+      return DataLossError(fmt::format("record {}: index entry is malformed", i));
+    }
+    if (dtype >= kNumDTypes) return DataLossError(fmt::format("record '{}': bad dtype {}", e.name, dtype));
+    if (codec >= kNumCodecs) return DataLossError(fmt::format("record '{}': bad codec {}", e.name, codec));
+    if (ndim > kMaxDims) return DataLossError(fmt::format("record '{}': {} dimensions", e.name, ndim));
+    e.dtype = static_cast<DType>(dtype);
+    e.codec = static_cast<Codec>(codec);
+    if (IsDelta(e.codec) && base_id_ < 0) {
+      return DataLossError(fmt::format("record '{}': delta codec in a full version", e.name));
+    }
+    if (e.codec == Codec::kQ8Delta && !SupportsQ8(e.dtype)) {
+      return DataLossError(fmt::format("record '{}': q8-delta on {}", e.name, DTypeName(e.dtype)));
+    }
+    e.shape.resize(ndim);
+    uint64_t expect = DTypeSize(e.dtype);
+    bool overflow = false;
+    for (int64_t& d : e.shape) {
+      if (!rd.Get(&d) || d < 0) return DataLossError(fmt::format("record '{}': bad shape", e.name));
+      overflow |= __builtin_mul_overflow(expect, static_cast<uint64_t>(d), &expect);
+    }
+    if (!rd.Get(&e.raw_bytes) || !rd.Get(&e.raw_checksum) || !rd.Get(&chunks)) {
+      return DataLossError(fmt::format("record '{}': index entry is malformed", e.name));
+    }
+    if (overflow || expect != e.raw_bytes) {
+      return DataLossError(
+          fmt::format("record '{}': {} bytes do not match its shape", e.name, e.raw_bytes));
+    }
+    // (Rounded up without overflowing: raw_bytes may be close to 2^64.)
+    if (chunks != e.raw_bytes / chunk_bytes_ + (e.raw_bytes % chunk_bytes_ != 0 ? 1 : 0)) {
+      return DataLossError(fmt::format("record '{}': {} chunks for {} bytes", e.name, chunks,
+                                       e.raw_bytes));
+    }
+    if (chunks > index.size() / 24) return DataLossError("chunk count exceeds the index");
+    e.chunks.resize(chunks);
+    for (size_t k = 0; k < e.chunks.size(); ++k) {
+      ChunkRef& c = e.chunks[k];
+      if (!rd.Get(&c.offset) || !rd.Get(&c.stored_bytes) || !rd.Get(&c.checksum)) {
+        return DataLossError(fmt::format("record '{}': chunk entry is malformed", e.name));
+      }
+      if (c.stored_bytes > file_bytes_) {
+        return DataLossError(fmt::format("record '{}': chunk larger than the file", e.name));
+      }
+      // No codec expands a chunk by more than kMaxExpansion, nor stores raw
+      // bytes in anything but their own size: this bounds what a reader
+      // allocates for a file that lies about its records.
+      uint64_t n = std::min<uint64_t>(chunk_bytes_, e.raw_bytes - k * uint64_t{chunk_bytes_});
+      if ((e.codec == Codec::kRaw && c.stored_bytes != n) ||
+          n > (c.stored_bytes + 1) * kMaxExpansion) {
+        return DataLossError(fmt::format("record '{}': chunk {} size {} cannot hold {} bytes",
+                                         e.name, k, c.stored_bytes, n));
+      }
+    }
+    if (!names.insert(e.name).second) {
+      return DataLossError(fmt::format("record '{}' appears twice", e.name));
+    }
+    records_.push_back(std::move(e));
+  }
+  if (!rd.done()) return DataLossError("index has bytes after its last record");
+  return Status::Ok();
+}
+
+Status CheckpointFile::ReadRecord(size_t i, std::span<char> dst, ChunkCodec& codec) const {
+  const RecordEntry& e = records_.at(i);
+  auto fail = [&](const std::string& why) {
+    return DataLossError(fmt::format("{}: record '{}': {}", source_, e.name, why));
+  };
+  if (dst.size() != e.raw_bytes) return fail("destination size does not match");
+  for (size_t k = 0; k < e.chunks.size(); ++k) {
+    const ChunkRef& c = e.chunks[k];
+    chunk_buf_.resize(c.stored_bytes);
+    SPOT_RETURN_IF_ERROR(store_->ReadInto(name_, c.offset, std::span<char>(chunk_buf_)));
+    if (Checksum(chunk_buf_) != c.checksum) {
+      return fail(fmt::format("chunk {} checksum mismatch", k));
+    }
+    uint64_t pos = k * uint64_t{chunk_bytes_};
+    size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_bytes_, e.raw_bytes - pos));
+    Status st = codec.Decode(e.codec, e.dtype, chunk_buf_, dst.subspan(pos, n));
+    if (!st.ok()) return fail(fmt::format("chunk {}: {}", k, st.message()));
+  }
+  uint64_t sum = Checksum(std::string_view(dst.data(), dst.size()));
+  if (sum != e.raw_checksum) {
+    return fail(IsDelta(e.codec) ? "decoded bytes do not match (damaged file or wrong base)"
+                                 : "decoded bytes do not match their checksum");
+  }
+  return Status::Ok();
+}
+
+Result<Container> CheckpointFile::ReadAll(Container* base, ChunkCodec& codec) const {
+  if (base_id_ >= 0 && base == nullptr) {
+    return FailedPreconditionError(source_ + ": a delta version needs its base");
+  }
+  Container out;
+  for (size_t i = 0; i < records_.size(); ++i) {
+    const RecordEntry& e = records_[i];
+    std::string storage;
+    if (IsDelta(e.codec)) {
+      int j = base->FindIndex(e.name);
+      if (j < 0 || base->records()[j].dtype != e.dtype || base->records()[j].shape != e.shape) {
+        return DataLossError(fmt::format("{}: record '{}': base version {} has no such record",
+                                         source_, e.name, base_id_));
+      }
+      storage = base->ReleaseStorage(static_cast<size_t>(j));
+    } else {
+      storage.resize(e.raw_bytes);
+    }
+    SPOT_RETURN_IF_ERROR(ReadRecord(i, std::span<char>(storage), codec));
+    out.AddWithStorage(e.name, e.dtype, e.shape, std::move(storage));
+    out.mutable_record(i).checksum = e.raw_checksum;
+  }
+  return out;
+}
+
+}  // namespace spot::ckpt

@@ -1,0 +1,112 @@
+// Checkpoint file format v2 (docs/checkpoint-format.md): a header, the
+// records' chunks as the codecs stored them, then an index (record name,
+// dtype, shape, codec, raw size and checksum, each chunk's offset, size and
+// checksum) and a footer locating the index. The index comes last so a writer
+// streams chunks out as it encodes them. Every byte of a file is covered by a
+// check: the header and footer by their fixed fields, chunks by their
+// checksums and by tiling the space between header and index exactly, the
+// index by its checksum; decoded records by their raw checksum.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ckpt/blob_store.h"
+#include "ckpt/codec.h"
+#include "ckpt/container.h"
+#include "core/status.h"
+
+namespace spot::ckpt {
+
+inline constexpr std::string_view kMagic = "SPOTCKPT";
+inline constexpr std::string_view kFooterMagic = "SPOTEND2";
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr size_t kHeaderBytes = 16;
+inline constexpr size_t kFooterBytes = 32;
+
+// Which codec each record gets.
+struct CodecPlan {
+  Codec full = Codec::kShuffleZstd;  // records written whole: raw | shuffle-zstd
+  Codec delta = Codec::kXorDelta;    // records with a base: xor-delta | q8-delta
+  // q8-delta is lossy: by default only model/ records get it, optimizer state
+  // ("optim/" records) falls back to xor-delta unless this is set.
+  bool q8_optimizer_state = false;
+};
+
+struct WrittenFile {
+  uint64_t file_bytes = 0;
+  uint64_t payload_bytes = 0;  // raw bytes of the records
+  uint64_t checksum = 0;       // XXH3-64 of the whole file
+  int records = 0;
+  int delta_records = 0;
+  std::string codecs;          // e.g. "xor-delta:30,shuffle-zstd:2"
+};
+
+// Writes `c` as version `id` to `out` (not committed: the caller commits).
+// `reference` is the state of the version this one is a delta against (its
+// id is `base_id`), or empty for a full version. Records found in it with the
+// same dtype and shape are delta-encoded with plan.delta; the rest with
+// plan.full. On success `*reference` holds exactly the state a reader decodes
+// from this file (the snapshot's values, or for q8-delta records their
+// reconstruction), ready to be the reference of the next version; its storage
+// is reused. On failure `*reference` is unspecified: clear it.
+// Sets each record's checksum in `c`.
+Result<WrittenFile> WriteCheckpointFile(Container& c, const CodecPlan& plan, Container* reference,
+                                        int64_t id, int64_t base_id, ChunkCodec& codec,
+                                        BlobWriter& out);
+
+struct ChunkRef {
+  uint64_t offset = 0;
+  uint64_t stored_bytes = 0;
+  uint64_t checksum = 0;
+};
+
+struct RecordEntry {
+  std::string name;
+  DType dtype = DType::kU8;
+  Codec codec = Codec::kRaw;
+  std::vector<int64_t> shape;
+  uint64_t raw_bytes = 0;
+  uint64_t raw_checksum = 0;
+  std::vector<ChunkRef> chunks;
+
+  uint64_t stored_bytes() const;
+};
+
+// An opened file: header, footer and index read and checked; chunks are read
+// on demand.
+class CheckpointFile {
+ public:
+  // DataLoss naming the blob for anything malformed.
+  static Result<CheckpointFile> Open(const BlobStore& store, const std::string& name);
+
+  int64_t id() const { return id_; }
+  int64_t base_id() const { return base_id_; }  // -1 for a full version
+  uint64_t file_bytes() const { return file_bytes_; }
+  const std::vector<RecordEntry>& records() const { return records_; }
+  const std::string& source() const { return source_; }
+
+  // Decodes record i into `dst` (its raw size). For a delta record `dst`
+  // holds the base version's bytes of the same record on entry. Checks each
+  // chunk's checksum and the decoded bytes' checksum.
+  Status ReadRecord(size_t i, std::span<char> dst, ChunkCodec& codec) const;
+
+  // Decodes every record into a new Container. `base` is the decoded base
+  // version (required when base_id() >= 0); its storage is taken over.
+  Result<Container> ReadAll(Container* base, ChunkCodec& codec) const;
+
+ private:
+  CheckpointFile(const BlobStore& store, std::string name) : store_(&store), name_(std::move(name)) {}
+  Status Parse(std::string_view index);
+
+  const BlobStore* store_;
+  std::string name_, source_;
+  int64_t id_ = 0, base_id_ = -1;
+  uint64_t file_bytes_ = 0;
+  uint32_t chunk_bytes_ = 0;
+  std::vector<RecordEntry> records_;
+  mutable std::string chunk_buf_;
+};
+
+}  // namespace spot::ckpt

@@ -1,0 +1,56 @@
+// When to checkpoint. Young (1974) and Daly (2006): with a checkpoint costing
+// C seconds and failures arriving at rate 1/M, the interval minimizing
+// expected lost plus spent time is about sqrt(2 C M) (Daly's refinement:
+// sqrt(2 C M) - C for C < M / 2). CheckFreq (FAST '21) adds a cap: whatever
+// the failure rate, the measured overhead C / T must stay under a target, so
+// T >= C / target. With asynchronous saves C is what training loses per save:
+// the time it blocks for the snapshot plus the slowdown of the steps that run
+// while the background writer competes for cores; both are measured here.
+#pragma once
+
+#include <cstdint>
+
+namespace spot::ckpt {
+
+struct IntervalOptions {
+  double mtbf_s = 3600;          // mean time between preemptions (> 0)
+  double max_overhead = 0.01;    // cap on the fraction of training time spent on saves
+  double min_interval_s = 1;     // never save more often than this
+  double max_interval_s = 3600;  // nor less often
+  double first_save_s = 30;      // until a save has been measured, save after this long
+};
+
+class IntervalPolicy {
+ public:
+  explicit IntervalPolicy(IntervalOptions o) : opt_(o) {}
+
+  // A training step took `seconds`; `saving` says whether a background save
+  // was in flight during it.
+  void RecordStep(double seconds, bool saving);
+  // A save blocked training for `blocking_s`.
+  void RecordSave(double blocking_s);
+  // Updates the preemption estimate (e.g. from the market's hazard model).
+  void SetMtbf(double mtbf_s) { opt_.mtbf_s = mtbf_s; }
+
+  // Seconds of training between saves, per the rules above.
+  double IntervalSeconds() const;
+  // The measured cost of one save in seconds (blocking + interference).
+  double CostSeconds() const;
+  // Measured fraction of training time spent on saves so far.
+  double MeasuredOverhead() const;
+  // Young/Daly without the cap.
+  static double YoungDaly(double cost_s, double mtbf_s);
+
+ private:
+  IntervalOptions opt_;
+  int64_t saves_ = 0;
+  double blocking_s_ = 0;        // exponentially weighted mean of the snapshot time
+  double total_blocking_s_ = 0;
+  double idle_step_s_ = 0;       // mean step time with no save in flight
+  int64_t idle_steps_ = 0;
+  double busy_step_s_ = 0;       // mean step time during a save
+  int64_t busy_steps_ = 0;
+  double total_step_s_ = 0;
+};
+
+}  // namespace spot::ckpt
