@@ -33,9 +33,9 @@
 namespace spot::ckpt {
 
 struct AsyncSaverOptions {
-  bool delta = true;       // encode against the previous version when possible
-  int full_every = 8;      // at most full_every - 1 deltas between full versions (>= 1)
-  int max_in_flight = 2;   // snapshots waiting to be written (>= 1)
+  bool delta = true;      // encode against the previous version when possible
+  int full_every = 8;     // at most full_every - 1 deltas between full versions (>= 1)
+  int max_in_flight = 2;  // snapshots waiting to be written (>= 1)
   int zstd_level = 1;
 };
 

@@ -1,11 +1,11 @@
 #include "ckpt/blob_store.h"
 
+#include <spdlog/spdlog.h>
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
-
-#include <spdlog/spdlog.h>
 
 #include "core/file_io.h"
 
@@ -25,8 +25,8 @@ class FileBlobWriter : public BlobWriter {
 };
 
 bool ValidName(std::string_view name) {
-  return !name.empty() && name.find('/') == std::string_view::npos && name != "." &&
-         name != ".." && !name.starts_with(kTempFilePrefix);
+  return !name.empty() && name.find('/') == std::string_view::npos && name != "." && name != ".." &&
+         !name.starts_with(kTempFilePrefix);
 }
 
 }  // namespace
@@ -107,11 +107,84 @@ Status DirectoryBlobStore::Delete(const std::string& name) {
   return Status::Ok();
 }
 
+namespace {
+
+class MemoryBlobWriter : public BlobWriter {
+ public:
+  MemoryBlobWriter(MemoryBlobStore* s, std::string name) : s_(s), name_(std::move(name)) {}
+  Status Append(std::string_view d) override {
+    buf_.append(d);
+    return Status::Ok();
+  }
+  Status Commit() override {
+    s_->Set(name_, std::move(buf_));
+    return Status::Ok();
+  }
+
+ private:
+  MemoryBlobStore* s_;
+  std::string name_, buf_;
+};
+
+}  // namespace
+
+std::string MemoryBlobStore::Describe(std::string_view name) const {
+  return "mem:" + std::string(name);
+}
+
+Result<std::unique_ptr<BlobWriter>> MemoryBlobStore::Create(const std::string& name) {
+  if (!ValidName(name)) return InvalidArgumentError("invalid blob name '" + name + "'");
+  return std::unique_ptr<BlobWriter>(new MemoryBlobWriter(this, name));
+}
+
+Status MemoryBlobStore::ReadInto(const std::string& name, uint64_t offset,
+                                 std::span<char> dst) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blobs_.find(name);
+  if (it == blobs_.end()) return NotFoundError(Describe(name) + ": missing");
+  const std::string& b = it->second;
+  if (offset > b.size() || dst.size() > b.size() - offset) {
+    return DataLossError(Describe(name) + ": blob ends before byte " +
+                         std::to_string(offset + dst.size()));
+  }
+  if (!dst.empty()) std::memcpy(dst.data(), b.data() + offset, dst.size());
+  return Status::Ok();
+}
+
+Result<uint64_t> MemoryBlobStore::Size(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blobs_.find(name);
+  if (it == blobs_.end()) return NotFoundError(Describe(name) + ": missing");
+  return uint64_t{it->second.size()};
+}
+
+Result<std::vector<std::string>> MemoryBlobStore::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [name, bytes] : blobs_) out.push_back(name);
+  return out;
+}
+
+Status MemoryBlobStore::Delete(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  blobs_.erase(name);
+  return Status::Ok();
+}
+
+std::string& MemoryBlobStore::blob(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return blobs_[name];
+}
+
+void MemoryBlobStore::Set(const std::string& name, std::string bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  blobs_[name] = std::move(bytes);
+}
+
 Result<uint64_t> CopyBlob(const BlobStore& from, BlobStore& to, const std::string& name) {
   SPOT_ASSIGN_OR_RETURN(uint64_t size, from.Size(name));
   SPOT_ASSIGN_OR_RETURN(std::unique_ptr<BlobWriter> w, to.Create(name));
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> st(XXH3_createState(),
-                                                              &XXH3_freeState);
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> st(XXH3_createState(), &XXH3_freeState);
   XXH3_64bits_reset(st.get());
   std::string buf(std::min<uint64_t>(size, 8 << 20), '\0');
   for (uint64_t off = 0; off < size;) {

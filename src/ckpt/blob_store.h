@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -71,6 +73,28 @@ class DirectoryBlobStore : public BlobStore {
   std::string Path(std::string_view name) const;
 
   std::string dir_;
+};
+
+// Blobs in this process's memory: the in-memory tier (Gemini-style, for a
+// checkpoint that must survive only the trainer, not the machine), and a disk-free
+// store for tests and benchmarks. Thread-safe.
+class MemoryBlobStore : public BlobStore {
+ public:
+  std::string Describe(std::string_view name) const override;
+  Result<std::unique_ptr<BlobWriter>> Create(const std::string& name) override;
+  Status ReadInto(const std::string& name, uint64_t offset, std::span<char> dst) const override;
+  Result<uint64_t> Size(const std::string& name) const override;
+  Result<std::vector<std::string>> List() const override;
+  Status Delete(const std::string& name) override;
+
+  // Direct access to a committed blob's bytes (created empty when missing),
+  // e.g. to damage it in a test. Not synchronized with concurrent writers.
+  std::string& blob(const std::string& name);
+  void Set(const std::string& name, std::string bytes);
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::string> blobs_;
 };
 
 // Copies blob `name` from one store to another, streaming, and returns the

@@ -656,6 +656,10 @@ Status ChunkCodec::Decode(Codec codec, DType dtype, std::string_view stored, std
 //    quantization error; plus half the smallest subnormal step of the dtype
 //    for results in the subnormal range. Saturation at the dtype's largest
 //    finite value only moves the result towards the saved value.
+double FloatElement(DType dtype, std::string_view bytes, size_t i) {
+  return VisitFloat(dtype, [&](auto e) { return e.Load(bytes.data() + i * e.kSize); });
+}
+
 double Q8ErrorBound(double max_abs_delta, double value_magnitude, DType dtype) {
   double relative, absolute;
   switch (dtype) {

@@ -87,6 +87,10 @@ class ChunkCodec {
   std::unique_ptr<Impl> impl_;
 };
 
+// Element i of a floating-point record (f32, f64, f16, bf16) as a double.
+// REQUIRES: SupportsQ8(dtype), (i + 1) * DTypeSize(dtype) <= bytes.size().
+double FloatElement(DType dtype, std::string_view bytes, size_t i);
+
 // The largest absolute error q8-delta allows for one element, given the
 // largest absolute difference `max_abs_delta` in its block: half a
 // quantization step plus the rounding of the final addition in the dtype.

@@ -1,5 +1,6 @@
 #include "ckpt/format.h"
 
+#include <fmt/format.h>
 #include <xxhash.h>
 
 #include <cfloat>
@@ -7,8 +8,6 @@
 #include <cstring>
 #include <map>
 #include <unordered_set>
-
-#include <fmt/format.h>
 
 namespace spot::ckpt {
 namespace {
@@ -183,8 +182,7 @@ Result<WrittenFile> WriteCheckpointFile(Container& c, const CodecPlan& plan, Con
     }
     r.checksum = Checksum(r.data);
     e.raw_checksum = e.codec == Codec::kQ8Delta ? Checksum(ref_storage) : r.checksum;
-    next_reference.AddWithStorage(r.name, r.dtype, r.shape, std::move(ref_storage))
-        ;
+    next_reference.AddWithStorage(r.name, r.dtype, r.shape, std::move(ref_storage));
     next_reference.mutable_record(i).checksum = e.raw_checksum;
     ++codec_counts[CodecName(e.codec)];
     if (IsDelta(e.codec)) ++f.delta_records;
@@ -315,9 +313,12 @@ Status CheckpointFile::Parse(std::string_view index) {
         !rd.Get(&dtype) || !rd.Get(&codec) || !rd.Get(&ndim)) {
       return DataLossError(fmt::format("record {}: index entry is malformed", i));
     }
-    if (dtype >= kNumDTypes) return DataLossError(fmt::format("record '{}': bad dtype {}", e.name, dtype));
-    if (codec >= kNumCodecs) return DataLossError(fmt::format("record '{}': bad codec {}", e.name, codec));
-    if (ndim > kMaxDims) return DataLossError(fmt::format("record '{}': {} dimensions", e.name, ndim));
+    if (dtype >= kNumDTypes)
+      return DataLossError(fmt::format("record '{}': bad dtype {}", e.name, dtype));
+    if (codec >= kNumCodecs)
+      return DataLossError(fmt::format("record '{}': bad codec {}", e.name, codec));
+    if (ndim > kMaxDims)
+      return DataLossError(fmt::format("record '{}': {} dimensions", e.name, ndim));
     e.dtype = static_cast<DType>(dtype);
     e.codec = static_cast<Codec>(codec);
     if (IsDelta(e.codec) && base_id_ < 0) {
@@ -342,8 +343,8 @@ Status CheckpointFile::Parse(std::string_view index) {
     }
     // (Rounded up without overflowing: raw_bytes may be close to 2^64.)
     if (chunks != e.raw_bytes / chunk_bytes_ + (e.raw_bytes % chunk_bytes_ != 0 ? 1 : 0)) {
-      return DataLossError(fmt::format("record '{}': {} chunks for {} bytes", e.name, chunks,
-                                       e.raw_bytes));
+      return DataLossError(
+          fmt::format("record '{}': {} chunks for {} bytes", e.name, chunks, e.raw_bytes));
     }
     if (chunks > index.size() / 24) return DataLossError("chunk count exceeds the index");
     e.chunks.resize(chunks);

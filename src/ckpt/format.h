@@ -40,7 +40,7 @@ struct WrittenFile {
   uint64_t checksum = 0;       // XXH3-64 of the whole file
   int records = 0;
   int delta_records = 0;
-  std::string codecs;          // e.g. "xor-delta:30,shuffle-zstd:2"
+  std::string codecs;  // e.g. "xor-delta:30,shuffle-zstd:2"
 };
 
 // Writes `c` as version `id` to `out` (not committed: the caller commits).
@@ -97,7 +97,8 @@ class CheckpointFile {
   Result<Container> ReadAll(Container* base, ChunkCodec& codec) const;
 
  private:
-  CheckpointFile(const BlobStore& store, std::string name) : store_(&store), name_(std::move(name)) {}
+  CheckpointFile(const BlobStore& store, std::string name)
+      : store_(&store), name_(std::move(name)) {}
   Status Parse(std::string_view index);
 
   const BlobStore* store_;

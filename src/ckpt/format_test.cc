@@ -19,83 +19,6 @@ namespace spot::ckpt {
 namespace {
 
 // ---------------------------------------------------------------------------
-// An in-memory BlobStore, so the fuzz tests do not touch the disk.
-
-class MemoryBlobStore : public BlobStore {
- public:
-  std::string Describe(std::string_view name) const override { return "mem:" + std::string(name); }
-
-  Result<std::unique_ptr<BlobWriter>> Create(const std::string& name) override {
-    if (name.empty() || name.find('/') != std::string::npos) {
-      return InvalidArgumentError("invalid blob name '" + name + "'");
-    }
-    return std::unique_ptr<BlobWriter>(new Writer(this, name));
-  }
-
-  Status ReadInto(const std::string& name, uint64_t offset, std::span<char> dst) const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = blobs_.find(name);
-    if (it == blobs_.end()) return NotFoundError(Describe(name) + ": missing");
-    const std::string& b = it->second;
-    if (offset > b.size() || dst.size() > b.size() - offset) {
-      return DataLossError(Describe(name) + ": short read");
-    }
-    if (!dst.empty()) std::memcpy(dst.data(), b.data() + offset, dst.size());
-    return Status::Ok();
-  }
-
-  Result<uint64_t> Size(const std::string& name) const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = blobs_.find(name);
-    if (it == blobs_.end()) return NotFoundError(Describe(name) + ": missing");
-    return uint64_t{it->second.size()};
-  }
-
-  Result<std::vector<std::string>> List() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::vector<std::string> out;
-    for (const auto& [name, bytes] : blobs_) out.push_back(name);
-    return out;
-  }
-
-  Status Delete(const std::string& name) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    blobs_.erase(name);
-    return Status::Ok();
-  }
-
-  std::string& blob(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return blobs_[name];
-  }
-  void Set(const std::string& name, std::string bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    blobs_[name] = std::move(bytes);
-  }
-
- private:
-  class Writer : public BlobWriter {
-   public:
-    Writer(MemoryBlobStore* s, std::string name) : s_(s), name_(std::move(name)) {}
-    Status Append(std::string_view d) override {
-      buf_.append(d);
-      return Status::Ok();
-    }
-    Status Commit() override {
-      s_->Set(name_, std::move(buf_));
-      return Status::Ok();
-    }
-
-   private:
-    MemoryBlobStore* s_;
-    std::string name_, buf_;
-  };
-
-  mutable std::mutex mu_;
-  std::map<std::string, std::string> blobs_;
-};
-
-// ---------------------------------------------------------------------------
 // Deterministic contents.
 
 uint64_t SplitMix(uint64_t* state) {
@@ -148,38 +71,7 @@ void Fill(DType t, std::span<char> dst, uint64_t seed) {
 }
 
 // The value of element i of a float record.
-double ValueAt(DType t, std::string_view bytes, size_t i) {
-  const char* p = bytes.data() + i * DTypeSize(t);
-  switch (t) {
-    case DType::kF32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    case DType::kF64: {
-      double d;
-      std::memcpy(&d, p, 8);
-      return d;
-    }
-    case DType::kF16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      int exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-      double v = exp == 0 ? std::ldexp(man, -24) : std::ldexp(1024 + man, exp - 25);
-      return (h & 0x8000) ? -v : v;
-    }
-    case DType::kBF16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      uint32_t bits = uint32_t{h} << 16;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      return f;
-    }
-    default:
-      return 0;
-  }
-}
+double ValueAt(DType t, std::string_view bytes, size_t i) { return FloatElement(t, bytes, i); }
 
 bool IsFloat(DType t) {
   return t == DType::kF32 || t == DType::kF64 || t == DType::kF16 || t == DType::kBF16;

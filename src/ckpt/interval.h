@@ -44,11 +44,11 @@ class IntervalPolicy {
  private:
   IntervalOptions opt_;
   int64_t saves_ = 0;
-  double blocking_s_ = 0;        // exponentially weighted mean of the snapshot time
+  double blocking_s_ = 0;  // exponentially weighted mean of the snapshot time
   double total_blocking_s_ = 0;
-  double idle_step_s_ = 0;       // mean step time with no save in flight
+  double idle_step_s_ = 0;  // mean step time with no save in flight
   int64_t idle_steps_ = 0;
-  double busy_step_s_ = 0;       // mean step time during a save
+  double busy_step_s_ = 0;  // mean step time during a save
   int64_t busy_steps_ = 0;
   double total_step_s_ = 0;
 };

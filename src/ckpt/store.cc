@@ -1,13 +1,13 @@
 #include "ckpt/store.h"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <set>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
+#include <set>
 
 namespace spot::ckpt {
 namespace {
@@ -132,8 +132,9 @@ Result<VersionInfo> CheckpointStore::ReadManifest(Tier tier, int64_t id) const {
       throw std::runtime_error("format is not " + std::string(kManifestFormat));
     }
     if (j.at("format_version").get<uint32_t>() != kFormatVersion) {
-      throw std::runtime_error(fmt::format("format_version {} is not supported (this build reads {})",
-                                           j.at("format_version").dump(), kFormatVersion));
+      throw std::runtime_error(
+          fmt::format("format_version {} is not supported (this build reads {})",
+                      j.at("format_version").dump(), kFormatVersion));
     }
     if (j.at("id").get<int64_t>() != id) throw std::runtime_error("id does not match file name");
     v.step = j.at("step").get<int64_t>();
@@ -152,8 +153,8 @@ Result<VersionInfo> CheckpointStore::ReadManifest(Tier tier, int64_t id) const {
     v.created_unix_ms = j.at("created_unix_ms").get<int64_t>();
     v.meta_json = j.value("meta", json::object()).dump();
     if (v.base >= id || v.base < -1 || (v.base >= 0) != (v.chain_depth > 0)) {
-      throw std::runtime_error(fmt::format("base {} / chain_depth {} are inconsistent", v.base,
-                                           v.chain_depth));
+      throw std::runtime_error(
+          fmt::format("base {} / chain_depth {} are inconsistent", v.base, v.chain_depth));
     }
   } catch (const std::exception& e) {
     return DataLossError(fmt::format("{}: malformed manifest: {}", path, e.what()));
@@ -162,8 +163,8 @@ Result<VersionInfo> CheckpointStore::ReadManifest(Tier tier, int64_t id) const {
 }
 
 Result<VersionInfo> CheckpointStore::Write(int64_t id, Container& c, Container* reference,
-                                           int64_t base_id, int chain_depth,
-                                           const SaveRequest& req, ChunkCodec& codec) {
+                                           int64_t base_id, int chain_depth, const SaveRequest& req,
+                                           ChunkCodec& codec) {
   json meta;
   try {
     meta = req.meta_json.empty() ? json::object() : json::parse(req.meta_json);
@@ -382,9 +383,10 @@ Status CheckpointStore::Verify(int64_t id, Tier tier) const {
   const BlobStore& bs = *store(tier);
   SPOT_ASSIGN_OR_RETURN(std::string bytes, bs.Read(DataFileName(id)));
   if (Checksum(bytes) != v.checksum) {
-    return DataLossError(fmt::format("{}: whole-file checksum {:016x} does not match the "
-                                     "manifest's {:016x}",
-                                     bs.Describe(DataFileName(id)), Checksum(bytes), v.checksum));
+    return DataLossError(
+        fmt::format("{}: whole-file checksum {:016x} does not match the "
+                    "manifest's {:016x}",
+                    bs.Describe(DataFileName(id)), Checksum(bytes), v.checksum));
   }
   std::vector<std::string> why;
   return DecodeFrom(tier, v, 0, &why).status();

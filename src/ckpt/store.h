@@ -40,40 +40,40 @@ enum class Tier { kLocal = 0, kDurable = 1 };
 std::string_view TierName(Tier t);
 
 struct RetentionPolicy {
-  int keep_last = 3;         // >= 1
-  int keep_every = 0;        // also keep versions whose id is a multiple of this (0 = off)
-  std::string best_metric;   // also keep the best `keep_best` by this meta field ("" = off)
-  bool best_higher = true;   // higher is better (accuracy) or lower (loss)
+  int keep_last = 3;        // >= 1
+  int keep_every = 0;       // also keep versions whose id is a multiple of this (0 = off)
+  std::string best_metric;  // also keep the best `keep_best` by this meta field ("" = off)
+  bool best_higher = true;  // higher is better (accuracy) or lower (loss)
   int keep_best = 1;
 };
 
 struct StoreOptions {
-  std::string dir;           // local tier, created when missing
-  std::string durable_dir;   // durable tier, "" for none
+  std::string dir;          // local tier, created when missing
+  std::string durable_dir;  // durable tier, "" for none
   RetentionPolicy retention;
 };
 
 struct VersionInfo {
   int64_t id = 0;
   int64_t step = 0;
-  int64_t parent = -1;       // the version training resumed from, -1 for none (lineage)
-  int64_t base = -1;         // the version this one is a delta against, -1 for a full one
-  int chain_depth = 0;       // deltas between this version and the nearest full one
+  int64_t parent = -1;  // the version training resumed from, -1 for none (lineage)
+  int64_t base = -1;    // the version this one is a delta against, -1 for a full one
+  int chain_depth = 0;  // deltas between this version and the nearest full one
   uint64_t file_bytes = 0;
   uint64_t payload_bytes = 0;
-  uint64_t checksum = 0;     // XXH3-64 of the whole data file
+  uint64_t checksum = 0;  // XXH3-64 of the whole data file
   int64_t created_unix_ms = 0;
   int records = 0;
-  std::string codecs;        // e.g. "xor-delta:30,shuffle-zstd:2"
-  std::string meta_json;     // caller's metadata, a JSON object
-  std::vector<Tier> tiers;   // tiers holding its manifest (List) or the one it was read from
+  std::string codecs;       // e.g. "xor-delta:30,shuffle-zstd:2"
+  std::string meta_json;    // caller's metadata, a JSON object
+  std::vector<Tier> tiers;  // tiers holding its manifest (List) or the one it was read from
 };
 
 // What to record with a new version.
 struct SaveRequest {
   int64_t step = 0;
   int64_t parent = -1;
-  std::string meta_json;     // a JSON object ("" for none)
+  std::string meta_json;  // a JSON object ("" for none)
   CodecPlan plan;
 };
 
@@ -107,8 +107,7 @@ class CheckpointStore {
   };
   // Loads the newest version with step < `before_step` that decodes correctly
   // from any tier. NotFound (with the reasons) when there is none.
-  Result<Loaded> LoadNewestValid(
-      int64_t before_step = std::numeric_limits<int64_t>::max()) const;
+  Result<Loaded> LoadNewestValid(int64_t before_step = std::numeric_limits<int64_t>::max()) const;
 
   // Loads version `id` from any tier that has it intact.
   Result<Loaded> Load(int64_t id) const;

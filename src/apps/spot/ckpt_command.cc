@@ -7,13 +7,13 @@
 //   spot ckpt gc       apply the retention policy now (--dry-run to see what would go)
 //   spot ckpt export ID --out F   the model's tensors as safetensors
 // Directories come from --job (the job's checkpoint section) or --dir/--durable-dir.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "apps/spot/commands.h"
 #include "apps/spot/exit_code.h"
@@ -64,8 +64,10 @@ std::string Mb(uint64_t bytes) { return fmt::format("{:.2f}", bytes / 1e6); }
 json VersionJson(const ckpt::VersionInfo& v) {
   std::vector<std::string> tiers;
   for (ckpt::Tier t : v.tiers) tiers.emplace_back(ckpt::TierName(t));
-  return {{"id", v.id},         {"step", v.step},
-          {"parent", v.parent}, {"base", v.base},
+  return {{"id", v.id},
+          {"step", v.step},
+          {"parent", v.parent},
+          {"base", v.base},
           {"chain_depth", v.chain_depth},
           {"file_bytes", v.file_bytes},
           {"payload_bytes", v.payload_bytes},
@@ -89,8 +91,8 @@ int List(ckpt::CheckpointStore& store, const CkptArgs& a) {
     fmt::print("no checkpoint versions in {}\n", store.dir());
     return kExitOk;
   }
-  fmt::print("{:>6} {:>8} {:>6} {:>6} {:>5} {:>9} {:>6} {:>9}  {:<15} {}\n", "id", "step",
-             "parent", "base", "depth", "MB", "ratio", "accuracy", "tiers", "codecs");
+  fmt::print("{:>6} {:>8} {:>6} {:>6} {:>5} {:>9} {:>6} {:>9}  {:<15} {}\n", "id", "step", "parent",
+             "base", "depth", "MB", "ratio", "accuracy", "tiers", "codecs");
   for (const auto& v : list) {
     json meta = json::parse(v.meta_json, nullptr, false);
     double acc = meta.is_object() ? meta.value("test_accuracy", -1.0) : -1.0;
@@ -131,15 +133,17 @@ int Show(ckpt::CheckpointStore& store, const CkptArgs& a) {
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
-  fmt::print("version {}: step {}, parent {}, base {} (chain depth {}), {} bytes for {} bytes "
-             "of state, tiers {}\nmeta: {}\n\n",
-             v->id, v->step, v->parent, v->base, v->chain_depth, v->file_bytes, v->payload_bytes,
-             Tiers(*v), v->meta_json);
+  fmt::print(
+      "version {}: step {}, parent {}, base {} (chain depth {}), {} bytes for {} bytes "
+      "of state, tiers {}\nmeta: {}\n\n",
+      v->id, v->step, v->parent, v->base, v->chain_depth, v->file_bytes, v->payload_bytes,
+      Tiers(*v), v->meta_json);
   fmt::print("{:<44} {:>5} {:>18} {:<13} {:>11} {:>11} {:>6}\n", "record", "dtype", "shape",
              "codec", "raw", "stored", "ratio");
   for (const auto& r : file->records()) {
     std::string shape = "[";
-    for (size_t i = 0; i < r.shape.size(); ++i) shape += fmt::format("{}{}", i ? "," : "", r.shape[i]);
+    for (size_t i = 0; i < r.shape.size(); ++i)
+      shape += fmt::format("{}{}", i ? "," : "", r.shape[i]);
     shape += "]";
     uint64_t stored = r.stored_bytes();
     fmt::print("{:<44} {:>5} {:>18} {:<13} {:>11} {:>11} {:>6.2f}\n", r.name,
@@ -172,42 +176,6 @@ int Verify(ckpt::CheckpointStore& store, const CkptArgs& a) {
   return bad ? kExitFailure : kExitOk;
 }
 
-// Element i of a floating-point record as double (f16/bf16 included).
-double FloatAt(const ckpt::Record& r, int64_t i) {
-  const char* p = r.data.data();
-  switch (r.dtype) {
-    case ckpt::DType::kF32: {
-      float f;
-      std::memcpy(&f, p + 4 * i, 4);
-      return f;
-    }
-    case ckpt::DType::kF64: {
-      double d;
-      std::memcpy(&d, p + 8 * i, 8);
-      return d;
-    }
-    case ckpt::DType::kBF16: {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      uint32_t bits = uint32_t{h} << 16;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      return f;
-    }
-    case ckpt::DType::kF16: {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      int exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-      double sign = (h & 0x8000) ? -1 : 1;
-      if (exp == 0) return sign * std::ldexp(man, -24);
-      if (exp == 31) return man ? NAN : sign * INFINITY;
-      return sign * std::ldexp(man + 1024, exp - 25);
-    }
-    default:
-      return 0;
-  }
-}
-
 int Diff(ckpt::CheckpointStore& store, const CkptArgs& a) {
   auto x = store.Load(a.id);
   if (!x.ok()) return Fail(x.status());
@@ -237,7 +205,10 @@ int Diff(ckpt::CheckpointStore& store, const CkptArgs& a) {
     for (int64_t i = 0; i < n; ++i) {
       if (std::memcmp(r.data.data() + i * es, o->data.data() + i * es, es) == 0) continue;
       ++changed;
-      if (is_float) max_abs = std::max(max_abs, std::fabs(FloatAt(r, i) - FloatAt(*o, i)));
+      if (is_float) {
+        max_abs = std::max(max_abs, std::fabs(ckpt::FloatElement(r.dtype, r.data, i) -
+                                              ckpt::FloatElement(r.dtype, o->data, i)));
+      }
     }
     if (changed == 0 && !a.all) continue;
     if (changed) ++differing;
@@ -263,13 +234,13 @@ int RollbackTo(ckpt::CheckpointStore& store, const CkptArgs& a) {
   if (!meta.is_object()) meta = json::object();
   meta["rolled_back_to"] = a.id;
   meta["rolled_back_from"] = newest;
-  auto v = store.Save(loaded->container, {.step = loaded->info.step,
-                                           .parent = a.id,
-                                           .meta_json = meta.dump()});
+  auto v = store.Save(loaded->container,
+                      {.step = loaded->info.step, .parent = a.id, .meta_json = meta.dump()});
   if (!v.ok()) return Fail(v.status());
-  fmt::print("version {} is a copy of version {} (step {}) and now the newest: the next run "
-             "resumes from it. Versions {}..{} are kept until retention removes them.\n",
-             v->id, a.id, loaded->info.step, a.id + 1, newest);
+  fmt::print(
+      "version {} is a copy of version {} (step {}) and now the newest: the next run "
+      "resumes from it. Versions {}..{} are kept until retention removes them.\n",
+      v->id, a.id, loaded->info.step, a.id + 1, newest);
   return kExitOk;
 }
 
@@ -292,16 +263,26 @@ int Gc(ckpt::CheckpointStore& store, const CkptArgs& a) {
 // data_offsets}}, then the tensors' bytes (https://github.com/huggingface/safetensors).
 std::string_view SafetensorsDType(ckpt::DType t) {
   switch (t) {
-    case ckpt::DType::kU8: return "U8";
-    case ckpt::DType::kI8: return "I8";
-    case ckpt::DType::kI16: return "I16";
-    case ckpt::DType::kI32: return "I32";
-    case ckpt::DType::kI64: return "I64";
-    case ckpt::DType::kF16: return "F16";
-    case ckpt::DType::kBF16: return "BF16";
-    case ckpt::DType::kF32: return "F32";
-    case ckpt::DType::kF64: return "F64";
-    case ckpt::DType::kBool: return "BOOL";
+    case ckpt::DType::kU8:
+      return "U8";
+    case ckpt::DType::kI8:
+      return "I8";
+    case ckpt::DType::kI16:
+      return "I16";
+    case ckpt::DType::kI32:
+      return "I32";
+    case ckpt::DType::kI64:
+      return "I64";
+    case ckpt::DType::kF16:
+      return "F16";
+    case ckpt::DType::kBF16:
+      return "BF16";
+    case ckpt::DType::kF32:
+      return "F32";
+    case ckpt::DType::kF64:
+      return "F64";
+    case ckpt::DType::kBool:
+      return "BOOL";
   }
   return "U8";
 }
@@ -334,8 +315,8 @@ int Export(ckpt::CheckpointStore& store, const CkptArgs& a) {
   pieces.insert(pieces.end(), data.begin(), data.end());
   Status st = WriteFileAtomically(a.out, pieces);
   if (!st.ok()) return Fail(st);
-  fmt::print("wrote {} ({} tensors, {} bytes) from version {} (step {})\n", a.out,
-             data.size(), offset + 8 + n, a.id, loaded->info.step);
+  fmt::print("wrote {} ({} tensors, {} bytes) from version {} (step {})\n", a.out, data.size(),
+             offset + 8 + n, a.id, loaded->info.step);
   return kExitOk;
 }
 

@@ -1,14 +1,13 @@
 // End-to-end tests of the checkpoint engine through the real binary: automatic
 // rollback on a NaN loss, the durable tier after the local disk is lost,
 // SIGUSR1/SIGTERM checkpoints, and `spot ckpt`.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "apps/spot/e2e_support.h"
@@ -23,8 +22,8 @@ using nlohmann::json;
 using testing::ChildProcess;
 using testing::LastLoggedStep;
 using testing::ProcessResult;
-using testing::RunProcess;
 using testing::ReadStepLog;
+using testing::RunProcess;
 using testing::SmallJobYaml;
 using testing::StepLog;
 
@@ -32,23 +31,7 @@ using CkptE2eTest = testing::E2eTest;
 
 json ReadJson(const fs::path& p) { return json::parse(*ReadFile(p.string())); }
 
-// The newest valid versions of two checkpoint directories hold the same bytes.
-void ExpectSameState(const fs::path& a, const fs::path& b) {
-  auto sa = ckpt::CheckpointStore::Open({.dir = a.string()});
-  auto sb = ckpt::CheckpointStore::Open({.dir = b.string()});
-  ASSERT_TRUE(sa.ok() && sb.ok());
-  auto la = (*sa)->LoadNewestValid();
-  auto lb = (*sb)->LoadNewestValid();
-  ASSERT_TRUE(la.ok() && lb.ok());
-  EXPECT_EQ(la->info.step, lb->info.step);
-  ASSERT_EQ(la->container.records().size(), lb->container.records().size());
-  for (const ckpt::Record& r : la->container.records()) {
-    if (r.name == "trainer/state") continue;  // holds counters only; compared through steps
-    const ckpt::Record* o = lb->container.Find(r.name);
-    ASSERT_NE(o, nullptr) << r.name;
-    EXPECT_TRUE(r.data == o->data) << r.name << " differs";
-  }
-}
+using testing::ExpectSameNewestCheckpoint;
 
 TEST_F(CkptE2eTest, NanLossRollsBackSkipsTheBatchAndFinishes) {
   const std::string ck = "checkpoint: {interval_steps: 10}\n";
@@ -60,8 +43,7 @@ TEST_F(CkptE2eTest, NanLossRollsBackSkipsTheBatchAndFinishes) {
   fs::path job = WriteJob("nan", SmallJobYaml(dir_ / "nan", 60, faulty));
   ProcessResult r = Train(job, dir_ / "nan.csv", "nan");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("rollback: loss is nan at step 35; restored checkpoint"),
-            std::string::npos)
+  EXPECT_NE(r.out.find("rollback: loss is nan at step 35; restored checkpoint"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("60 steps"), std::string::npos) << r.out;
   json summary = ReadJson(dir_ / "nan" / "summary.json");
@@ -95,7 +77,7 @@ TEST_F(CkptE2eTest, NanLossRollsBackSkipsTheBatchAndFinishes) {
   }
   ProcessResult resumed = Train(job2, dir_ / "nan2.csv", "nan2_b");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  ExpectSameState(dir_ / "nan" / "checkpoints", dir_ / "nan2" / "checkpoints");
+  ExpectSameNewestCheckpoint(dir_ / "nan" / "checkpoints", dir_ / "nan2" / "checkpoints");
 }
 
 TEST_F(CkptE2eTest, LossSpikeRollsBackWithALowerLearningRate) {
@@ -140,12 +122,11 @@ TEST_F(CkptE2eTest, DurableTierServesWhenTheLocalDiskIsGone) {
   ProcessResult r = Train(WriteJob("run60", yaml("run", 60)), "", "run60");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("(durable tier; step 40"), std::string::npos) << r.err;
-  ExpectSameState(dir_ / "ref" / "checkpoints", dir_ / "run" / "checkpoints");
+  ExpectSameNewestCheckpoint(dir_ / "ref" / "checkpoints", dir_ / "run" / "checkpoints");
 
   // A damaged local copy falls back to the durable copy of the same version.
-  auto store = ckpt::CheckpointStore::Open(
-      {.dir = (dir_ / "run" / "checkpoints").string(),
-       .durable_dir = (dir_ / "run_durable").string()});
+  auto store = ckpt::CheckpointStore::Open({.dir = (dir_ / "run" / "checkpoints").string(),
+                                            .durable_dir = (dir_ / "run_durable").string()});
   ASSERT_TRUE(store.ok());
   auto newest = (*store)->List().front();
   EXPECT_EQ(newest.tiers.size(), 2u);
@@ -153,9 +134,9 @@ TEST_F(CkptE2eTest, DurableTierServesWhenTheLocalDiskIsGone) {
                   100);
   ProcessResult again = Train(WriteJob("run61", yaml("run", 61)), "", "run61");
   ASSERT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_NE(again.err.find(fmt::format("resuming from checkpoint {} (durable tier; step 60",
-                                       newest.id)),
-            std::string::npos)
+  EXPECT_NE(
+      again.err.find(fmt::format("resuming from checkpoint {} (durable tier; step 60", newest.id)),
+      std::string::npos)
       << again.err;
 }
 
@@ -196,10 +177,10 @@ TEST_F(CkptE2eTest, SignalsCheckpointAndStopThenResumeExactly) {
 
 TEST_F(CkptE2eTest, CkptCommandListsVerifiesDiffsRollsBackAndExports) {
   fs::path durable = dir_ / "durable";
-  std::string yaml = SmallJobYaml(
-      dir_ / "run", 60,
-      fmt::format("checkpoint: {{interval_steps: 10, keep: 10, durable_dir: {}}}\n",
-                  durable.string()));
+  std::string yaml =
+      SmallJobYaml(dir_ / "run", 60,
+                   fmt::format("checkpoint: {{interval_steps: 10, keep: 10, durable_dir: {}}}\n",
+                               durable.string()));
   fs::path job = WriteJob("job", yaml);
   ASSERT_EQ(Train(job, "", "train").exit_code, 0);
 

@@ -3,6 +3,7 @@
 // directory kept on failure.
 #pragma once
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,9 +12,8 @@
 #include <optional>
 #include <string>
 
-#include <fmt/format.h>
-
 #include "apps/spot/test_process.h"
+#include "ckpt/store.h"
 #include "core/temp_dir.h"
 
 namespace spot::testing {
@@ -55,6 +55,30 @@ inline int64_t LastLoggedStep(const std::filesystem::path& path) {
     if (!f.eof()) last = line;  // a line without its newline may be partial
   }
   return last.empty() ? 0 : std::stoll(last.substr(0, last.find(',')));
+}
+
+// Every record of the newest valid checkpoint in `a` equals the one in `b`.
+inline void ExpectSameNewestCheckpoint(const std::filesystem::path& a,
+                                       const std::filesystem::path& b) {
+  auto sa = ckpt::CheckpointStore::Open({.dir = a.string()});
+  auto sb = ckpt::CheckpointStore::Open({.dir = b.string()});
+  ASSERT_TRUE(sa.ok() && sb.ok());
+  auto la = (*sa)->LoadNewestValid();
+  auto lb = (*sb)->LoadNewestValid();
+  ASSERT_TRUE(la.ok()) << la.status().ToString();
+  ASSERT_TRUE(lb.ok()) << lb.status().ToString();
+  EXPECT_EQ(la->info.step, lb->info.step);
+  const auto& ra = la->container.records();
+  const auto& rb = lb->container.records();
+  ASSERT_EQ(ra.size(), rb.size());
+  int model_records = 0;
+  for (size_t i = 0; i < ra.size(); ++i) {
+    EXPECT_EQ(ra[i].name, rb[i].name);
+    EXPECT_TRUE(ra[i].data == rb[i].data) << "record " << ra[i].name << " differs";
+    model_records += ra[i].name.starts_with("model/");
+  }
+  EXPECT_GT(model_records, 0);
+  EXPECT_NE(la->container.Find("rng/cpu"), nullptr);
 }
 
 class E2eTest : public ::testing::Test {

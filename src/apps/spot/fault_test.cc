@@ -5,6 +5,7 @@
 // (never a torn or half-visible one), and the resumed run is bit for bit the
 // uninterrupted one. SPOT_FAULT_TRIALS sets the number of trials (default 4;
 // `make fault` runs 24).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -12,8 +13,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
-
-#include <fmt/format.h>
 
 #include "apps/spot/e2e_support.h"
 #include "ckpt/store.h"
@@ -71,8 +70,9 @@ TEST_F(FaultTest, KillsDuringSavesNeverTearAVersionAndResumeBitForBit) {
     // Whatever is visible is whole: every version with a manifest, in either
     // tier, passes a full verification.
     {
-      auto store = ckpt::CheckpointStore::Open({.dir = (dir_ / name / "checkpoints").string(),
-                                                .durable_dir = (dir_ / (name + "_durable")).string()});
+      auto store =
+          ckpt::CheckpointStore::Open({.dir = (dir_ / name / "checkpoints").string(),
+                                       .durable_dir = (dir_ / (name + "_durable")).string()});
       ASSERT_TRUE(store.ok()) << store.status().ToString();
       for (const ckpt::VersionInfo& v : (*store)->List()) {
         for (ckpt::Tier t : v.tiers) {
@@ -102,8 +102,7 @@ TEST_F(FaultTest, KillsDuringSavesNeverTearAVersionAndResumeBitForBit) {
     }
     EXPECT_EQ(after.rbegin()->first, kSteps);
   }
-  std::cerr << fmt::format("  {} trials, {} visible versions verified\n", trials,
-                           versions_checked);
+  std::cerr << fmt::format("  {} trials, {} visible versions verified\n", trials, versions_checked);
 }
 
 }  // namespace

@@ -63,29 +63,6 @@ using testing::LastLoggedStep;
 using testing::ReadStepLog;
 using testing::StepLog;
 
-// Every record of the newest valid checkpoint in `a` equals the one in `b`.
-void ExpectSameNewestCheckpoint(const fs::path& a, const fs::path& b) {
-  auto sa = ckpt::CheckpointStore::Open({.dir = a.string()});
-  auto sb = ckpt::CheckpointStore::Open({.dir = b.string()});
-  ASSERT_TRUE(sa.ok() && sb.ok());
-  auto la = (*sa)->LoadNewestValid();
-  auto lb = (*sb)->LoadNewestValid();
-  ASSERT_TRUE(la.ok()) << la.status().ToString();
-  ASSERT_TRUE(lb.ok()) << lb.status().ToString();
-  EXPECT_EQ(la->info.step, lb->info.step);
-  const auto& ra = la->container.records();
-  const auto& rb = lb->container.records();
-  ASSERT_EQ(ra.size(), rb.size());
-  int model_records = 0;
-  for (size_t i = 0; i < ra.size(); ++i) {
-    EXPECT_EQ(ra[i].name, rb[i].name);
-    EXPECT_TRUE(ra[i].data == rb[i].data) << "record " << ra[i].name << " differs";
-    model_records += ra[i].name.starts_with("model/");
-  }
-  EXPECT_GT(model_records, 0);
-  EXPECT_NE(la->container.Find("rng/cpu"), nullptr);
-}
-
 struct ResumeCase {
   const char* name;
   const char* model;
@@ -151,7 +128,7 @@ TEST_P(BitwiseResumeTest, KilledRunsContinueBitForBit) {
       }
     }
     EXPECT_EQ(after.size(), static_cast<size_t>(job.steps - resume_step));
-    ExpectSameNewestCheckpoint(dir_ / "base" / "checkpoints", out / "checkpoints");
+    testing::ExpectSameNewestCheckpoint(dir_ / "base" / "checkpoints", out / "checkpoints");
     auto s1 = nlohmann::json::parse(*ReadFile((dir_ / "base" / "summary.json").string()));
     auto s2 = nlohmann::json::parse(*ReadFile((out / "summary.json").string()));
     EXPECT_EQ(s1["test_accuracy"], s2["test_accuracy"]);
