@@ -3,7 +3,7 @@
 # Builds nothing: pass a build directory where spot_bench is already built.
 #   bench/run.sh BUILD_DIR [spot_bench flags...]
 # Prints the tables and writes them to BUILD_DIR/bench-results.md as well.
-# Takes about 4 minutes on 2 cores; keep the machine otherwise idle.
+# Takes about 10 minutes on 2 cores; keep the machine otherwise idle.
 set -eu
 if [ $# -lt 1 ]; then
   echo "usage: $0 BUILD_DIR [spot_bench flags...]" >&2

@@ -2,7 +2,8 @@
 // db_bench). Each prints a Markdown table comparing SpotTrain with its anchor,
 // measured in the same run:
 //   train  C++ Trainer vs Python PyTorch samples/s (batch 64 and 256)
-//   ckpt   checkpoint save/load vs torch::save/torch::load
+//   ckpt   checkpointing cost (CNN and a 50M MLP): blocking time vs memcpy,
+//          training overhead, bytes per save, codec MB/s, restore vs torch::load
 //   sim    SpotSim evaluation speed (runs/s, full eval under 1 s, omniscient)
 // Tables go to stdout, progress to stderr. Exit codes: 0 done (a missed goal is
 // a result, shown as MISS), 1 a workload failed, 2 bad flags.
@@ -75,7 +76,40 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "train: seconds to wait for other processes to go quiet before each run")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--ckpt-reps", f->ckpt.reps, "ckpt: saves and loads per method")
+  app.add_option("--ckpt-states", f->ckpt.states,
+                 "ckpt: training states, comma-separated: cnn, mlp50m")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"cnn", "mlp50m"}))
+      ->capture_default_str();
+  app.add_option("--ckpt-saves", f->ckpt.saves,
+                 "ckpt: timed saves (and memcpys) per state for the blocking time, after 2 "
+                 "warm-up saves")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--ckpt-runs", f->ckpt.runs,
+                 "ckpt: training runs per arm (plain, default policy, aggressive)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--ckpt-cnn-steps", f->ckpt.cnn_steps, "ckpt: steps per training run, CNN")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--ckpt-mlp-steps", f->ckpt.mlp_steps,
+                 "ckpt: steps per training run, 50M MLP")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--ckpt-aggressive-interval", f->ckpt.aggressive_interval_s,
+                 "ckpt: seconds between saves in the aggressive arm, CNN")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--ckpt-mlp-aggressive-interval", f->ckpt.mlp_aggressive_interval_s,
+                 "ckpt: seconds between saves in the aggressive arm, 50M MLP")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--ckpt-quiet-wait", f->ckpt.quiet_wait_s,
+                 "ckpt: seconds to wait for other processes to go quiet before each state")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--ckpt-restores", f->ckpt.restores, "ckpt: timed restores per method")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--sim-samples", f->sim.samples, "sim: starts per zone for the fast policies")
@@ -121,7 +155,7 @@ int Run(Flags& f) {
   f.train.work_dir = f.ckpt.work_dir = f.work_dir;
   f.ckpt.threads = f.train.threads;
   f.ckpt.seed = f.train.seed;
-  f.ckpt.quiet_wait_s = f.train.quiet_wait_s;
+  f.ckpt.dataset_path = f.train.dataset_path;
   fmt::print("{}", Header(f));
   std::fflush(stdout);
   int rc = 0;
