@@ -278,7 +278,11 @@ Result<std::vector<int64_t>> CheckpointStore::ApplyRetention(Tier tier, bool dry
   }
   int64_t newest = committed.empty() ? -1 : committed.rbegin()->first;
   std::vector<int64_t> dropped;
-  for (int64_t id : ids) {
+  // Newest first: a delta goes before its base, so a crash part-way leaves no
+  // visible version whose base is gone (the fault campaign caught the
+  // opposite order doing exactly that).
+  for (auto it = ids.rbegin(); it != ids.rend(); ++it) {
+    const int64_t id = *it;
     if (keep.count(id)) continue;
     // A file without a readable manifest newer than every committed version
     // may be a save in progress: leave it.
@@ -289,6 +293,7 @@ Result<std::vector<int64_t>> CheckpointStore::ApplyRetention(Tier tier, bool dry
     SPOT_RETURN_IF_ERROR(bs.Delete(ManifestFileName(id)));
     SPOT_RETURN_IF_ERROR(bs.Delete(DataFileName(id)));
   }
+  std::reverse(dropped.begin(), dropped.end());
   return dropped;
 }
 
