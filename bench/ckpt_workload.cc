@@ -247,56 +247,9 @@ void CopyInto(const ckpt::Container& from, ckpt::Container* to) {
   }
 }
 
-// Checkpoint files kept in memory, for measuring sizes and decoding without a disk.
-class MemoryBlobStore : public ckpt::BlobStore {
- public:
-  std::string Describe(std::string_view name) const override { return "mem:" + std::string(name); }
-  Result<std::unique_ptr<ckpt::BlobWriter>> Create(const std::string& name) override {
-    return std::unique_ptr<ckpt::BlobWriter>(new Writer(this, name));
-  }
-  Status ReadInto(const std::string& name, uint64_t offset, std::span<char> dst) const override {
-    auto it = blobs_.find(name);
-    if (it == blobs_.end()) return NotFoundError(Describe(name) + ": missing");
-    if (offset > it->second.size() || dst.size() > it->second.size() - offset) {
-      return DataLossError(Describe(name) + ": short read");
-    }
-    if (!dst.empty()) std::memcpy(dst.data(), it->second.data() + offset, dst.size());
-    return Status::Ok();
-  }
-  Result<uint64_t> Size(const std::string& name) const override {
-    auto it = blobs_.find(name);
-    if (it == blobs_.end()) return NotFoundError(Describe(name) + ": missing");
-    return uint64_t{it->second.size()};
-  }
-  Result<std::vector<std::string>> List() const override {
-    std::vector<std::string> out;
-    for (const auto& [name, bytes] : blobs_) out.push_back(name);
-    return out;
-  }
-  Status Delete(const std::string& name) override {
-    blobs_.erase(name);
-    return Status::Ok();
-  }
-
- private:
-  class Writer : public ckpt::BlobWriter {
-   public:
-    Writer(MemoryBlobStore* s, std::string name) : s_(s), name_(std::move(name)) {}
-    Status Append(std::string_view d) override {
-      buf_.append(d);
-      return Status::Ok();
-    }
-    Status Commit() override {
-      s_->blobs_[name_] = std::move(buf_);
-      return Status::Ok();
-    }
-
-   private:
-    MemoryBlobStore* s_;
-    std::string name_, buf_;
-  };
-  std::map<std::string, std::string> blobs_;
-};
+// Checkpoint files are kept in memory (ckpt::MemoryBlobStore) for measuring sizes and
+// decoding without a disk.
+using ckpt::MemoryBlobStore;
 
 // ---------------------------------------------------------------------------
 // 1. Blocking time per save.
