@@ -113,9 +113,10 @@ TEST_P(BitwiseResumeTest, KilledRunsContinueBitForBit) {
     int64_t resume_step = after.begin()->first - 1;
     std::cerr << fmt::format("  trial {}: killed after step {}, resumed from checkpoint at {}\n",
                              trial, killed_after, resume_step);
-    // Saves are asynchronous: the newest complete version is the last one
-    // submitted, or one before it when the kill came while it was written.
-    EXPECT_GE(resume_step, std::max<int64_t>(0, (killed_after / job.interval - 1) * job.interval));
+    // Saves are asynchronous with at most two in flight: on a loaded machine
+    // the kill can find the last two submitted versions still being written,
+    // so the newest complete one is at most two intervals behind.
+    EXPECT_GE(resume_step, std::max<int64_t>(0, (killed_after / job.interval - 2) * job.interval));
     EXPECT_LE(resume_step, killed_after);
     EXPECT_EQ(resume_step % job.interval, 0);
     EXPECT_EQ(after.rbegin()->first, job.steps);
