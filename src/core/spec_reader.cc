@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "core/file_io.h"
@@ -211,8 +212,17 @@ SpecReader& SpecReader::Section(std::string_view key, bool required) {
 
 void SpecReader::CollectUnknown() const {
   if (node_.IsMap()) {
+    std::set<std::string> seen;
     for (auto it = node_.begin(); it != node_.end(); ++it) {
       std::string key = it->first.Scalar();
+      if (!seen.insert(key).second) {
+        // YAML forbids it; yaml-cpp would silently read the first one.
+        YAML::Mark m = it->first.Mark();
+        shared_->errors.push_back(file_ + ":" + std::to_string(m.line + 1) + ":" +
+                                  std::to_string(m.column + 1) + ": " + FieldName(key) +
+                                  ": given twice (first at " + Where(key) + ")");
+        continue;
+      }
       if (known_.count(key)) continue;
       std::string msg = Where(key) + ": " + FieldName(key) + ": unknown field";
       std::string best;

@@ -54,6 +54,9 @@ TEST(SpecReaderTest, ErrorsNameFileLineAndField) {
       {"model: cnn\nflag: maybe\n", "flag: expected true or false (got 'maybe')"},
       {"- 1\n- 2\n", "job.yaml: expected a mapping of fields at the top level"},
       {"model: cnn\n  bad: [\n", "job.yaml:2:"},
+      {"model: cnn\nbatch_size: 8\nbatch_size: 9\n",
+       "job.yaml:3:1: batch_size: given twice (first at job.yaml:2:13)"},
+      {"model: cnn\noptimizer:\n  lr: 1\n  lr: 2\n", "optimizer.lr: given twice"},
   };
   for (const Case& c : cases) {
     Spec s;

@@ -73,6 +73,23 @@ void ReadRollback(SpecReader& r, RollbackSpec* b) {
   r.Int("max_rollbacks", &b->max_rollbacks, {.min = 0});
 }
 
+void ReadDistributed(SpecReader& r, DistributedSpec* d) {
+  r.Int("min_workers", &d->min_workers, {.min = 1, .max = 4096});
+  r.Int("max_workers", &d->max_workers, {.min = 1, .max = 4096});
+  if (d->max_workers < d->min_workers) r.AddError("max_workers", "must be >= min_workers");
+  r.Double("join_window_s", &d->join_window_s, {.min = 0, .max = 3600});
+  r.Double("last_call_s", &d->last_call_s, {.min = 0, .max = 3600});
+  r.Double("rendezvous_timeout_s", &d->rendezvous_timeout_s,
+           {.min = 0, .max = 86400, .min_exclusive = true});
+  r.Double("collective_timeout_s", &d->collective_timeout_s,
+           {.min = 0, .max = 3600, .min_exclusive = true});
+  r.Double("liveness_ttl_s", &d->liveness_ttl_s, {.min = 1, .max = 3600});
+  r.Enum("compression", &d->compression, {"none", "fp16", "bf16", "powersgd", "topk"});
+  r.Int("powersgd_rank", &d->powersgd_rank, {.min = 1, .max = 1024});
+  r.Double("topk_ratio", &d->topk_ratio, {.min = 0, .max = 1, .min_exclusive = true});
+  r.Bool("balance", &d->balance);
+}
+
 }  // namespace
 
 Result<TrainSpec> ParseTrainSpec(const std::string& yaml, const std::string& file_name) {
@@ -98,6 +115,7 @@ Result<TrainSpec> ParseTrainSpec(const std::string& yaml, const std::string& fil
   ReadSchedule(top.Section("schedule"), &s.schedule);
   ReadCheckpoint(top.Section("checkpoint"), &s.checkpoint);
   ReadRollback(top.Section("rollback"), &s.rollback);
+  ReadDistributed(top.Section("distributed"), &s.distributed);
   SpecReader& faults = top.Section("faults");
   faults.Int("nan_loss_at_step", &s.faults.nan_loss_at_step, {.min = 0});
   faults.Int("spike_loss_at_step", &s.faults.spike_loss_at_step, {.min = 0});

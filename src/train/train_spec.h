@@ -64,6 +64,23 @@ struct FaultSpec {
   int64_t spike_loss_at_step = 0; // the loss of the batch of this step is multiplied by 1000
 };
 
+// Elastic data parallelism (`spot worker`, `spot train --nproc`); ignored by a
+// single-process `spot train`.
+struct DistributedSpec {
+  int64_t min_workers = 1;          // a generation needs at least this many, >= 1
+  int64_t max_workers = 64;         // and holds at most this many, >= min_workers
+  double join_window_s = 0.5;       // the first generation waits this long for more workers
+  double last_call_s = 5;           // a re-forming generation waits at most this long for a
+                                    // live straggler
+  double rendezvous_timeout_s = 120;  // a worker gives up joining after this long
+  double collective_timeout_s = 10;   // every collective fails after this long (> 0)
+  double liveness_ttl_s = 3;        // a worker silent this long counts as dead (>= 1)
+  std::string compression = "none"; // none | fp16 | bf16 | powersgd | topk
+  int64_t powersgd_rank = 4;        // powersgd: rank of the approximation, >= 1
+  double topk_ratio = 0.01;         // topk: fraction of gradient entries sent, (0, 1]
+  bool balance = true;              // per-worker batch in proportion to measured throughput
+};
+
 struct TrainSpec {
   std::string source;             // the file this came from, for messages
   std::string name = "train";     // job name
@@ -85,6 +102,7 @@ struct TrainSpec {
   CheckpointSpec checkpoint;
   RollbackSpec rollback;
   FaultSpec faults;
+  DistributedSpec distributed;
 };
 
 // Reads and validates a job file. InvalidArgument naming file, line and field

@@ -6,7 +6,6 @@
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
-#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -32,6 +31,7 @@
 #include "train/model.h"
 #include "train/sampler.h"
 #include "train/state_dict_export.h"
+#include "train/train_setup.h"
 #include "train/train_state.h"
 
 namespace spot::train {
@@ -41,52 +41,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-// Images as normalized float [n, 1, rows, cols] and labels as int64 [n].
-struct TensorSet {
-  at::Tensor images;
-  at::Tensor labels;
-  int64_t size() const { return images.size(0); }
-};
-
-TensorSet ToTensors(const ImageSet& s) {
-  at::Tensor raw = at::from_blob(const_cast<uint8_t*>(s.pixels.data()),
-                                 {s.count, 1, s.rows, s.cols}, at::kByte);
-  TensorSet t;
-  t.images = raw.to(at::kFloat).div_(255).sub_(kFashionMnistMean).div_(kFashionMnistStd);
-  t.labels = at::from_blob(const_cast<uint8_t*>(s.labels.data()), {s.count}, at::kByte).to(at::kLong);
-  return t;
-}
-
-// Training allocates and frees the same large activation buffers every step.
-// glibc serves blocks above its mmap threshold with fresh mmaps, so each step
-// page-faults and zeroes them again, and it returns freed heap tops to the
-// kernel. Raising both thresholds keeps those buffers in the heap for reuse
-// (measured: ~20% more samples/s for the CNN at batch 256). Process-wide, set
-// once; the trainer is the process's main work.
-void KeepActivationBuffersInHeap() {
-  static const bool done = [] {
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's maximum on 64-bit
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    return true;
-  }();
-  (void)done;
-}
-
-std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimizerSpec& o, Net& model) {
-  if (o.type == "adam") {
-    return std::make_unique<torch::optim::Adam>(
-        model.parameters(), torch::optim::AdamOptions(o.lr)
-                                .betas({o.beta1, o.beta2})
-                                .eps(o.eps)
-                                .weight_decay(o.weight_decay));
-  }
-  return std::make_unique<torch::optim::SGD>(model.parameters(),
-                                             torch::optim::SGDOptions(o.lr)
-                                                 .momentum(o.momentum)
-                                                 .nesterov(o.nesterov)
-                                                 .weight_decay(o.weight_decay));
 }
 
 // Signals, set by the handlers and polled once per step.
@@ -122,23 +76,6 @@ class SignalScope {
   bool enabled_;
   struct sigaction old_term_ {}, old_int_ {}, old_usr1_ {};
 };
-
-ckpt::RetentionPolicy RetentionFor(const CheckpointSpec& c) {
-  ckpt::RetentionPolicy r;
-  r.keep_last = static_cast<int>(c.keep);
-  r.keep_every = static_cast<int>(c.keep_every);
-  r.best_metric = c.keep_best;
-  r.best_higher = c.keep_best != "test_loss";
-  return r;
-}
-
-ckpt::CodecPlan CodecPlanFor(const CheckpointSpec& c) {
-  ckpt::CodecPlan p;
-  p.full = c.codec == "raw" ? ckpt::Codec::kRaw : ckpt::Codec::kShuffleZstd;
-  p.delta = c.delta == "q8" ? ckpt::Codec::kQ8Delta : ckpt::Codec::kXorDelta;
-  p.q8_optimizer_state = c.q8_optimizer;
-  return p;
-}
 
 }  // namespace
 
@@ -185,11 +122,7 @@ struct Trainer::Impl {
 };
 
 Status Trainer::Impl::Setup() {
-  int threads = spec.threads > 0 ? static_cast<int>(spec.threads)
-                                 : static_cast<int>(std::thread::hardware_concurrency());
-  at::set_num_threads(threads);
-  KeepActivationBuffersInHeap();
-  torch::manual_seed(static_cast<uint64_t>(spec.seed));
+  int threads = PrepareProcess(spec);
   model = MakeModel(spec.model);
   if (!model) return InvalidArgumentError("unknown model " + spec.model);
   optimizer = MakeOptimizer(spec.optimizer, *model);
@@ -389,22 +322,11 @@ Status Trainer::Impl::Rollback(int64_t batch, const std::string& reason) {
 }
 
 EpochResult Trainer::Impl::Evaluate() {
-  torch::NoGradGuard no_grad;
-  model->eval();
-  int64_t correct = 0;
-  double loss_sum = 0;
-  for (int64_t i = 0; i < test.size(); i += spec.eval_batch_size) {
-    int64_t end = std::min(test.size(), i + spec.eval_batch_size);
-    at::Tensor logits = model->forward(test.images.slice(0, i, end));
-    at::Tensor y = test.labels.slice(0, i, end);
-    loss_sum += at::cross_entropy_loss(logits, y, {}, at::Reduction::Sum).item<double>();
-    correct += logits.argmax(1).eq(y).sum().item<int64_t>();
-  }
-  model->train();
+  EvalSums e = EvaluateRange(*model, test, 0, test.size(), spec.eval_batch_size);
   EpochResult r;  // the caller sets r.epoch: it knows whether the epoch ended
   r.step = counters.step;
-  r.test_accuracy = static_cast<double>(correct) / static_cast<double>(test.size());
-  r.test_loss = loss_sum / static_cast<double>(test.size());
+  r.test_accuracy = e.correct / e.count;
+  r.test_loss = e.loss_sum / e.count;
   return r;
 }
 
@@ -621,26 +543,6 @@ std::string BlasLibrary() {
 
 Trainer::Trainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Trainer::~Trainer() = default;
-
-namespace {
-
-// Loads one split as tensors, keeping the first `limit` images (0 = all).
-Result<TensorSet> LoadSplit(const TrainSpec& spec, Split split, int64_t limit) {
-  auto set = LoadFashionMnist(spec.dataset_path, split);
-  if (!set.ok()) {
-    const Status& s = set.status();
-    return s.code() == StatusCode::kInvalidArgument ? s.WithContext(spec.source + ": dataset.path")
-                                                    : s;
-  }
-  TensorSet t = ToTensors(*set);
-  if (limit > 0 && limit < t.size()) {
-    t.images = t.images.slice(0, 0, limit).clone();
-    t.labels = t.labels.slice(0, 0, limit).clone();
-  }
-  return t;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainSpec& spec, TrainOptions options) {
   auto impl = std::make_unique<Impl>();

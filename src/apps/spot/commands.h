@@ -21,10 +21,43 @@ struct TrainArgs {
   std::string step_log;
   bool plain_progress = false;
   double log_interval_s = 10;
+  int nproc = 0;            // --nproc N: launch N elastic workers on this machine (launch.cc)
+  int rdzv_port = 0;        // --rdzv-port: the launcher's rendezvous store port (0: any free)
+  std::string log_dir;      // --log-dir: per-worker step/sample/event logs
 };
 
 CLI::App* AddTrainCommand(CLI::App& app, TrainArgs* args);
 int RunTrain(const TrainArgs& args);
+
+// `spot worker JOB.yaml --rendezvous URL`: one elastic data-parallel worker
+// (worker_command.cc).
+struct WorkerArgs {
+  std::string job_path;
+  std::string rendezvous;   // tcp://HOST:PORT | etcd://HOST:PORT
+  std::string id;
+  std::string host = "127.0.0.1";
+  int threads = 0;          // overrides the job's threads when > 0
+  std::string step_log, sample_log, event_log;
+  double slowdown = 0;
+  bool plain_progress = false;
+  double log_interval_s = 10;
+};
+
+CLI::App* AddWorkerCommand(CLI::App& app, WorkerArgs* args);
+int RunWorkerCommand(const WorkerArgs& args);
+
+// `spot rendezvous --port P`: hosts a rendezvous store for workers on other
+// machines until stopped (worker_command.cc).
+struct RendezvousArgs {
+  std::string host = "127.0.0.1";
+  int port = 29400;
+};
+
+CLI::App* AddRendezvousCommand(CLI::App& app, RendezvousArgs* args);
+int RunRendezvous(const RendezvousArgs& args);
+
+// `spot train --nproc N`: hosts the store and runs N workers (launch.cc).
+int RunLaunch(const TrainArgs& args);
 
 // `spot sim policies | run | eval` (sim_command.cc; flags in docs/spotsim.md).
 struct SimArgs {

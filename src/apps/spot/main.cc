@@ -17,6 +17,10 @@ int main(int argc, char** argv) {
 
   spot::cli::TrainArgs train_args;
   CLI::App* train = spot::cli::AddTrainCommand(app, &train_args);
+  spot::cli::WorkerArgs worker_args;
+  CLI::App* worker = spot::cli::AddWorkerCommand(app, &worker_args);
+  spot::cli::RendezvousArgs rdzv_args;
+  CLI::App* rdzv = spot::cli::AddRendezvousCommand(app, &rdzv_args);
   spot::cli::SimArgs sim_args;
   CLI::App* sim = spot::cli::AddSimCommand(app, &sim_args);
   spot::cli::CkptArgs ckpt_args;
@@ -29,7 +33,11 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : spot::cli::kExitBadInput;
   }
   spot::InitLogging(verbose ? spot::LogLevel::kDebug : spot::LogLevel::kInfo);
-  if (train->parsed()) return spot::cli::RunTrain(train_args);
+  if (train->parsed()) {
+    return train_args.nproc > 0 ? spot::cli::RunLaunch(train_args) : spot::cli::RunTrain(train_args);
+  }
+  if (worker->parsed()) return spot::cli::RunWorkerCommand(worker_args);
+  if (rdzv->parsed()) return spot::cli::RunRendezvous(rdzv_args);
   if (sim->parsed()) return spot::cli::RunSim(sim_args);
   if (ckpt->parsed()) return spot::cli::RunCkpt(ckpt_args);
   return spot::cli::kExitBadInput;

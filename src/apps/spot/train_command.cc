@@ -27,6 +27,16 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs* args) {
                   "Seconds between progress lines when not on a terminal")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--nproc", args->nproc,
+                  "Run N elastic data-parallel workers on this machine (like torchrun); the "
+                  "job's distributed: section applies")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--rdzv-port", args->rdzv_port,
+                  "With --nproc: port of the rendezvous store (default: any free port)")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--log-dir", args->log_dir,
+                  "With --nproc: write each worker's step, sample and event logs and its "
+                  "output here (default: <output_dir>/workers)");
   return cmd;
 }
 

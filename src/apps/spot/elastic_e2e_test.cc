@@ -1,0 +1,256 @@
+// End-to-end tests of elastic training: real `spot` worker processes, killed
+// with SIGKILL, joining mid-run, over the embedded store and over a real etcd.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "apps/spot/elastic_e2e_support.h"
+#include "core/file_io.h"
+#include "dist/etcd_test_server.h"
+
+namespace spot::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class ElasticTest : public E2eTest {
+ protected:
+  // Waits until the step log (written by rank 0) reaches `step`.
+  bool WaitForStep(const fs::path& step_log, int64_t step, double timeout_s = 120) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (LastLoggedStep(step_log) < step) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      ::usleep(2000);
+    }
+    return true;
+  }
+  // pid of each worker id, from the event logs.
+  std::map<std::string, int> Pids(const fs::path& dir) {
+    std::map<std::string, int> pids;
+    for (const json& e : ReadEvents(FilesEndingWith(dir, ".events.jsonl"))) {
+      pids[e["id"]] = e["pid"];
+    }
+    return pids;
+  }
+  json Summary(const fs::path& out) {
+    auto text = ReadFile((out / "summary.json").string());
+    EXPECT_TRUE(text.ok());
+    return text.ok() ? json::parse(*text) : json{};
+  }
+};
+
+TEST_F(ElasticTest, KilledWorkersNeverSkipOrRepeatASampleAndSurvivorsFinish) {
+  // 4 workers, 3 epochs of 3,200 images (300 steps); SIGKILL a random worker
+  // at two random steps. The launcher declares each dead at once.
+  fs::path out = dir_ / "run";
+  fs::path job = WriteJob("job", ElasticJobYaml(out, 3, 3200, "  min_workers: 1\n"));
+  fs::path steps = dir_ / "steps.csv";
+  fs::path logs = dir_ / "workers";
+  ChildProcess launcher({SPOT_BIN, "train", job.string(), "--nproc", "4", "--plain",
+                         "--step-log", steps.string(), "--log-dir", logs.string()},
+                        (dir_ / "launcher").string());
+  std::mt19937 rng(20261130);
+  std::vector<int64_t> kill_at = {std::uniform_int_distribution<int64_t>(30, 120)(rng),
+                                  std::uniform_int_distribution<int64_t>(150, 240)(rng)};
+  std::set<std::string> killed;
+  std::vector<int64_t> kill_ms;
+  for (int64_t at : kill_at) {
+    ASSERT_TRUE(WaitForStep(steps, at)) << "training did not reach step " << at;
+    std::vector<std::pair<std::string, int>> alive;
+    for (const auto& [id, pid] : Pids(logs)) {
+      if (!killed.count(id)) alive.push_back({id, pid});
+    }
+    ASSERT_FALSE(alive.empty());
+    auto victim = alive[std::uniform_int_distribution<size_t>(0, alive.size() - 1)(rng)];
+    ::usleep(std::uniform_int_distribution<int>(0, 20000)(rng));  // anywhere in a step
+    ASSERT_EQ(::kill(victim.second, SIGKILL), 0);
+    kill_ms.push_back(NowMs());
+    killed.insert(victim.first);
+    std::cerr << fmt::format("  killed {} after step {}\n", victim.first, at);
+  }
+  ProcessResult r = launcher.Wait(300);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("finished by 2 workers (2 lost)"), std::string::npos) << r.out;
+  ExpectEverySampleOnce(ReadSampleLogs(FilesEndingWith(logs, ".samples.csv")), 3200, 300, 2);
+  // Survivors re-formed well within the collective timeout after each kill.
+  std::vector<json> events = ReadEvents(FilesEndingWith(logs, ".events.jsonl"));
+  for (int64_t k : kill_ms) {
+    int64_t first_after = std::numeric_limits<int64_t>::max();
+    for (const json& e : events) {
+      if (e["unix_ms"].get<int64_t>() >= k) first_after = std::min(first_after, e["unix_ms"].get<int64_t>());
+    }
+    ASSERT_NE(first_after, std::numeric_limits<int64_t>::max()) << "no generation after a kill";
+    EXPECT_LT(first_after - k, 5000) << "re-forming took longer than the collective timeout";
+    std::cerr << fmt::format("  re-formed {} ms after a kill\n", first_after - k);
+  }
+  // Members of a generation hold bitwise the same state once it is formed.
+  std::map<int64_t, std::set<std::string>> hashes;
+  for (const json& e : events) hashes[e["generation"]].insert(e["state_hash"].get<std::string>());
+  for (const auto& [gen, hs] : hashes) EXPECT_EQ(hs.size(), 1u) << "generation " << gen;
+  json s = Summary(out);
+  EXPECT_EQ(s["steps"], 300);
+  EXPECT_GT(s["test_accuracy"].get<double>(), 0.6);
+}
+
+// Starts `spot rendezvous --port 0` and returns its address.
+std::string StartRendezvous(ChildProcess& p, const fs::path& out_file) {
+  for (int i = 0; i < 2000; ++i) {
+    auto text = ReadFile(out_file.string());
+    if (text.ok()) {
+      auto at = text->find("tcp://");
+      if (at != std::string::npos && text->find('\n', at) != std::string::npos) {
+        return text->substr(at, text->find('\n', at) - at);
+      }
+    }
+    if (!p.Running()) break;
+    ::usleep(5000);
+  }
+  return "";
+}
+
+TEST_F(ElasticTest, AJoinerGetsBitwiseTheSurvivorsStateWithoutARestart) {
+  fs::path out = dir_ / "run";
+  fs::path job = WriteJob("job", ElasticJobYaml(out, 4, 3200, "  max_workers: 3\n"));
+  ChildProcess store({SPOT_BIN, "rendezvous", "--port", "0"}, (dir_ / "store").string());
+  std::string url = StartRendezvous(store, dir_ / "store.out");
+  ASSERT_FALSE(url.empty()) << "spot rendezvous did not start";
+  fs::path steps = dir_ / "steps.csv";
+  // The first two run slowed down, so the job is still running when the
+  // third has started up.
+  auto worker = [&](const std::string& id) {
+    return std::vector<std::string>{SPOT_BIN, "worker", job.string(), "--rendezvous", url,
+                                    "--id", id, "--threads", "1", "--step-log", steps.string(),
+                                    "--slowdown", id == "c" ? "0" : "3",
+                                    "--event-log", (dir_ / (id + ".events.jsonl")).string(),
+                                    "--sample-log", (dir_ / (id + ".samples.csv")).string()};
+  };
+  ChildProcess a(worker("a"), (dir_ / "a").string());
+  ChildProcess b(worker("b"), (dir_ / "b").string());
+  ASSERT_TRUE(WaitForStep(steps, 60));
+  ChildProcess c(worker("c"), (dir_ / "c").string());
+  for (ChildProcess* p : {&a, &b, &c}) {
+    ProcessResult r = p->Wait(300);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  std::vector<json> events = ReadEvents(FilesEndingWith(dir_, ".events.jsonl"));
+  json joined;
+  for (const json& e : events) {
+    if (e["id"] == "c") joined = e;
+    if (e["id"] == "c") break;
+  }
+  ASSERT_FALSE(joined.is_null()) << "the joiner never joined";
+  EXPECT_GT(joined["step"].get<int64_t>(), 60) << "it joined the running job, not a fresh one";
+  EXPECT_EQ(joined["world"], 3);
+  EXPECT_GT(joined["bytes"].get<int64_t>(), 0) << "it received the state by broadcast";
+  for (const json& e : events) {
+    if (e["generation"] == joined["generation"]) {
+      EXPECT_EQ(e["state_hash"], joined["state_hash"]) << e["id"] << " differs from the joiner";
+      EXPECT_EQ(e["step"], joined["step"]);
+    }
+  }
+  ExpectEverySampleOnce(ReadSampleLogs(FilesEndingWith(dir_, ".samples.csv")), 3200, 400, 0);
+  EXPECT_EQ(Summary(out)["world"], 3);
+  store.Kill(SIGTERM);
+  EXPECT_EQ(store.Wait(30).exit_code, 0);
+}
+
+TEST_F(ElasticTest, EtcdBackendReformsWhenAKilledWorkersLeaseExpires) {
+  auto etcd = dist::EtcdTestServer::Start();
+  if (!etcd.ok()) GTEST_SKIP() << etcd.status().message();
+  std::string url = "etcd://" + (*etcd)->endpoint().substr(std::string("http://").size());
+  fs::path out = dir_ / "run";
+  // last_call far away: the survivors can only go on once etcd expires the
+  // dead worker's lease (2 s).
+  fs::path job = WriteJob("job", ElasticJobYaml(out, 2, 3200, "  last_call_s: 60\n"));
+  fs::path steps = dir_ / "steps.csv";
+  std::vector<std::unique_ptr<ChildProcess>> ws;
+  for (std::string id : {"a", "b", "c"}) {
+    ws.push_back(std::make_unique<ChildProcess>(
+        std::vector<std::string>{SPOT_BIN, "worker", job.string(), "--rendezvous", url, "--id",
+                                 id, "--threads", "1", "--step-log", steps.string(),
+                                 "--event-log", (dir_ / (id + ".events.jsonl")).string(),
+                                 "--sample-log", (dir_ / (id + ".samples.csv")).string()},
+        (dir_ / id).string()));
+  }
+  ASSERT_TRUE(WaitForStep(steps, 80));
+  ws[1]->Kill(SIGKILL);
+  int64_t killed_ms = NowMs();
+  EXPECT_EQ(ws[1]->Wait().term_signal, SIGKILL);
+  for (int i : {0, 2}) {
+    ProcessResult r = ws[i]->Wait(300);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  int64_t reformed_ms = 0;
+  for (const json& e : ReadEvents({dir_ / "a.events.jsonl"})) {
+    if (e["world"] == 2) reformed_ms = e["unix_ms"];
+  }
+  ASSERT_GT(reformed_ms, 0) << "no two-worker generation";
+  std::cerr << fmt::format("  re-formed {} ms after the kill\n", reformed_ms - killed_ms);
+  EXPECT_GT(reformed_ms - killed_ms, 500) << "cannot be faster than the lease";
+  EXPECT_LT(reformed_ms - killed_ms, 6000) << "lease TTL 2 s (+ etcd's rounding) exceeded";
+  ExpectEverySampleOnce(ReadSampleLogs(FilesEndingWith(dir_, ".samples.csv")), 3200, 200, 1);
+}
+
+TEST_F(ElasticTest, ASlowerWorkerGetsASmallerShareOfTheBatch) {
+  fs::path out = dir_ / "run";
+  fs::path job = WriteJob("job", ElasticJobYaml(out, 1, 3200, "  min_workers: 2\n"));
+  ChildProcess store({SPOT_BIN, "rendezvous", "--port", "0"}, (dir_ / "store").string());
+  std::string url = StartRendezvous(store, dir_ / "store.out");
+  ASSERT_FALSE(url.empty());
+  auto worker = [&](const std::string& id, const char* slowdown) {
+    return std::vector<std::string>{SPOT_BIN, "worker", job.string(), "--rendezvous", url,
+                                    "--id", id, "--threads", "1", "--slowdown", slowdown,
+                                    "--sample-log", (dir_ / (id + ".samples.csv")).string()};
+  };
+  ChildProcess fast(worker("fast", "0"), (dir_ / "fast").string());
+  ChildProcess slow(worker("slow", "2"), (dir_ / "slow").string());
+  EXPECT_EQ(fast.Wait(300).exit_code, 0);
+  EXPECT_EQ(slow.Wait(300).exit_code, 0);
+  // The split converges to equal step times. The slow worker takes 3x as
+  // long for everything, including the fixed cost of a step, which for this
+  // small model is much of it: its share ends well under a half (and may
+  // shrink to a sample or two), while it still takes part.
+  std::vector<SampleRecord> rs = ReadSampleLogs({dir_ / "slow.samples.csv"});
+  ASSERT_GE(rs.size(), 100u);
+  double share = 0;
+  for (size_t i = rs.size() - 40; i < rs.size(); ++i) {
+    share += static_cast<double>(rs[i].end - rs[i].begin) / (rs[i].batch_end - rs[i].batch_begin);
+  }
+  share /= 40;
+  std::cerr << fmt::format("  slow worker's share of the batch: {:.3f}\n", share);
+  EXPECT_GT(share, 0.0);
+  EXPECT_LT(share, 0.35);
+  store.Kill(SIGTERM);
+}
+
+TEST_F(ElasticTest, BadRendezvousAddressesAreClearErrors) {
+  fs::path job = WriteJob("job", ElasticJobYaml(dir_ / "run", 1, 320, ""));
+  ProcessResult bad = Spot({"worker", job.string(), "--rendezvous", "redis://x:1"}, "bad");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("rendezvous address 'redis://x:1'"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("tcp://HOST:PORT"), std::string::npos) << bad.err;
+  fs::path quick = WriteJob("quick", ElasticJobYaml(dir_ / "run", 1, 320,
+                                                    "  rendezvous_timeout_s: 1\n"));
+  ProcessResult down = Spot({"worker", quick.string(), "--rendezvous", "tcp://127.0.0.1:1"},
+                            "down");
+  EXPECT_EQ(down.exit_code, 1);
+  EXPECT_NE(down.err.find("tcp://127.0.0.1:1"), std::string::npos) << down.err;
+  fs::path inverted = WriteJob("inverted", ElasticJobYaml(dir_ / "run", 1, 320,
+                                                          "  min_workers: 4\n  max_workers: 2\n"));
+  ProcessResult inv = Spot({"train", inverted.string(), "--nproc", "2"}, "inverted");
+  EXPECT_EQ(inv.exit_code, 2);
+  EXPECT_NE(inv.err.find("max_workers"), std::string::npos) << inv.err;
+}
+
+}  // namespace
+}  // namespace spot::testing

@@ -1,0 +1,116 @@
+// `spot worker` and `spot rendezvous`.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "apps/spot/commands.h"
+#include "apps/spot/exit_code.h"
+#include "dist/c10d_stores.h"
+#include "dist/elastic_trainer.h"
+#include "train/train_spec.h"
+
+namespace spot::cli {
+
+CLI::App* AddWorkerCommand(CLI::App& app, WorkerArgs* args) {
+  CLI::App* cmd = app.add_subcommand(
+      "worker",
+      "Run one elastic data-parallel worker of a job: join its rendezvous, train with the "
+      "other workers, keep going as workers leave or arrive.");
+  cmd->add_option("job", args->job_path, "Job file (YAML); see docs/job-spec.md")->required();
+  cmd->add_option("--rendezvous", args->rendezvous,
+                  "tcp://HOST:PORT (a store hosted by `spot rendezvous` or `spot train --nproc`) "
+                  "or etcd://HOST:PORT (etcd's client address)")
+      ->required();
+  cmd->add_option("--id", args->id, "Unique worker id (default: <hostname>-<pid>-<random>)");
+  cmd->add_option("--host", args->host, "Address the other workers reach this one at")
+      ->capture_default_str();
+  cmd->add_option("--threads", args->threads, "Intra-op threads (overrides the job's threads)")
+      ->check(CLI::Range(0, 256));
+  cmd->add_option("--step-log", args->step_log,
+                  "Append step,epoch,loss,lr per committed step (when this worker is rank 0)");
+  cmd->add_option("--sample-log", args->sample_log,
+                  "Append, per committed step, the global batch and this worker's part of it");
+  cmd->add_option("--event-log", args->event_log, "Append one JSON line per generation");
+  cmd->add_option("--slowdown", args->slowdown,
+                  "Sleep this multiple of each step's compute time (emulates a slower machine)")
+      ->check(CLI::Range(0.0, 100.0));
+  cmd->add_flag("--plain", args->plain_progress, "Periodic log lines, never a progress bar");
+  cmd->add_option("--log-interval", args->log_interval_s, "Seconds between progress lines")
+      ->check(CLI::PositiveNumber);
+  return cmd;
+}
+
+int RunWorkerCommand(const WorkerArgs& args) {
+  auto spec = train::LoadTrainSpec(args.job_path);
+  if (!spec.ok()) {
+    fmt::print(stderr, "error: {}\n", spec.status().message());
+    return ExitCodeFor(spec.status());
+  }
+  if (args.threads > 0) spec->threads = args.threads;
+  std::string tag = args.id.empty() ? fmt::format("worker {}", ::getpid()) : args.id;
+  spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [{}] [%^%l%$] %v", tag));
+  auto summary = dist::RunWorker(*spec, {.rendezvous = args.rendezvous,
+                                         .id = args.id,
+                                         .host = args.host,
+                                         .step_log_path = args.step_log,
+                                         .sample_log_path = args.sample_log,
+                                         .event_log_path = args.event_log,
+                                         .plain_progress = args.plain_progress,
+                                         .log_interval_s = args.log_interval_s,
+                                         .handle_signals = true,
+                                         .slowdown = args.slowdown});
+  if (!summary.ok()) {
+    fmt::print(stderr, "error: {}\n", summary.status().message());
+    return ExitCodeFor(summary.status());
+  }
+  const dist::WorkerSummary& s = *summary;
+  if (s.stopped_by_signal != 0) {
+    fmt::print("{}: {} stopped by {} at step {} and left the group\n", spec->name, tag,
+               strsignal(s.stopped_by_signal), s.steps);
+    return 128 + s.stopped_by_signal;
+  }
+  fmt::print("{}: {} done at step {} (took part in {} steps, {} generations, {} abandoned); "
+             "rank {} of {}; test accuracy {:.2f}%; {:.0f} samples/s; {:.1f} MB of gradients "
+             "sent\n",
+             spec->name, tag, s.steps, s.steps_here, s.generations, s.abandoned_steps,
+             s.final_rank, s.final_world, s.test_accuracy * 100, s.samples_per_s,
+             s.bytes_sent / 1e6);
+  return kExitOk;
+}
+
+CLI::App* AddRendezvousCommand(CLI::App& app, RendezvousArgs* args) {
+  CLI::App* cmd = app.add_subcommand(
+      "rendezvous", "Host a rendezvous store (c10d TCPStore) for `spot worker --rendezvous "
+                    "tcp://HOST:PORT` until SIGTERM or SIGINT.");
+  cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", args->port, "Port to listen on (0: any free port, printed)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  return cmd;
+}
+
+int RunRendezvous(const RendezvousArgs& args) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before the store starts its threads
+  auto store = dist::HostTcpStore(args.host, args.port, std::chrono::seconds(30));
+  if (!store.ok()) {
+    fmt::print(stderr, "error: {}\n", store.status().message());
+    return kExitFailure;
+  }
+  fmt::print("rendezvous store listening on tcp://{}:{}\n", args.host, (*store)->getPort());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return kExitOk;
+}
+
+}  // namespace spot::cli

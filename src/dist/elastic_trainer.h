@@ -1,0 +1,70 @@
+// An elastic data-parallel worker (`spot worker`): joins its job's rendezvous,
+// trains the job's model with the other current workers over a Gloo process
+// group, and keeps going as workers are lost or arrive.
+//
+// Each generation: rendezvous -> Gloo group -> state sync (the member at the
+// highest committed step broadcasts its state to the others, so joiners and
+// members that fell a step behind end bitwise equal) -> synchronous steps.
+// A step splits the next global batch among the members by their shares
+// (partition.h), sums share-weighted gradients (compression.h), and commits
+// only when its collectives succeeded. A collective that fails or times out
+// abandons the step and re-forms the group from the survivors' in-memory
+// state; only when no worker survives does the job resume from the newest
+// checkpoint (rank 0 of a generation saves them).
+//
+// This header is LibTorch-free (the CLI holds it without parsing LibTorch).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+#include "train/train_spec.h"
+
+namespace spot::dist {
+
+struct WorkerOptions {
+  std::string rendezvous;          // tcp://HOST:PORT | etcd://HOST:PORT (required)
+  std::string id;                  // unique per worker process; "" = <hostname>-<pid>-<random>
+  std::string host = "127.0.0.1";  // address the other workers reach this one at
+  // Per committed step, "step,epoch,loss,lr" (written by rank 0 of each generation).
+  std::string step_log_path;
+  // Per committed step and every worker in it:
+  // "step,epoch,generation,world,rank,batch_begin,batch_end,begin,end" where
+  // [batch_begin, batch_end) is the global batch's positions in the epoch's
+  // order and [begin, end) this worker's part of it.
+  std::string sample_log_path;
+  // One JSON line per generation this worker was in (number, rank, world,
+  // step, state hash after the sync, bytes broadcast, seconds to form).
+  std::string event_log_path;
+  bool plain_progress = false;
+  double log_interval_s = 10;
+  // SIGTERM/SIGINT: finish the current step, (rank 0) save a checkpoint, leave
+  // the group so the others re-form at once, and stop.
+  bool handle_signals = false;
+  // Test and benchmark hook: after each step's compute, sleep this multiple of
+  // it (1.0 makes a worker half as fast), to emulate a slower machine.
+  double slowdown = 0;
+};
+
+struct WorkerSummary {
+  int64_t steps = 0;              // committed steps of the job at the end
+  int64_t steps_here = 0;         // of which this worker took part in
+  int64_t generations = 0;        // generations this worker was in
+  int64_t abandoned_steps = 0;    // steps dropped because a collective failed
+  int final_rank = -1;
+  int final_world = 0;
+  double test_accuracy = -1;      // after the last step (-1: not evaluated here)
+  double test_loss = -1;
+  double samples_per_s = 0;       // this worker's compute rate
+  uint64_t bytes_sent = 0;        // gradient payload handed to collectives
+  uint64_t state_bytes_received = 0;
+  int stopped_by_signal = 0;
+  double wall_seconds = 0;
+};
+
+// Runs until the job's steps/epochs are done (every worker returns), the
+// rendezvous times out (DeadlineExceeded), or a signal stops this worker.
+Result<WorkerSummary> RunWorker(const train::TrainSpec& spec, const WorkerOptions& options);
+
+}  // namespace spot::dist

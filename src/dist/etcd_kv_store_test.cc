@@ -1,0 +1,260 @@
+// EtcdKvStore against a real etcd started by the test (skipped when etcd is
+// not installed): what the shared contract in kv_store_test.cc cannot show.
+#include "dist/etcd_kv_store.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "dist/etcd_test_server.h"
+
+extern char** environ;
+
+namespace spot::dist {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr char kChildTest[] = "EtcdKvStoreChild.HeartbeatUntilKilled";
+constexpr char kChildEndpointEnv[] = "SPOT_ETCD_CHILD_ENDPOINT";
+constexpr char kChildPrefixEnv[] = "SPOT_ETCD_CHILD_PREFIX";
+constexpr seconds kChildTtl{2};
+
+std::unique_ptr<KvStore> MakeStore(const std::string& endpoint, const std::string& prefix,
+                                   seconds ttl = seconds(3),
+                                   milliseconds timeout = milliseconds(2000)) {
+  EtcdOptions options;
+  options.endpoint = endpoint;
+  options.key_prefix = prefix;
+  options.liveness_ttl = ttl;
+  options.request_timeout = timeout;
+  Result<std::unique_ptr<KvStore>> store = NewEtcdKvStore(options);
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  return store.ok() ? std::move(store).value() : nullptr;
+}
+
+bool AliveOr(KvStore& store, const std::string& id, bool on_error) {
+  Result<bool> alive = store.IsAlive(id);
+  return alive.ok() ? *alive : on_error;
+}
+
+// A loopback TCP socket on a free port that is bound, and listening only when
+// asked to, but never accepts: connecting is refused, or hangs unanswered.
+class DeadSocket {
+ public:
+  explicit DeadSocket(bool listening) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    if (listening) ::listen(fd_, 16);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    endpoint_ = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  }
+  ~DeadSocket() { ::close(fd_); }
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  int fd_;
+  std::string endpoint_;
+};
+
+// Re-runs this test binary as a child that runs only kChildTest. Everything is
+// prepared before fork(), so the child only calls async-signal-safe functions.
+pid_t SpawnHeartbeatChild(const std::string& endpoint, const std::string& prefix) {
+  std::vector<char> self(4096);
+  ssize_t n = ::readlink("/proc/self/exe", self.data(), self.size() - 1);
+  if (n <= 0) return -1;
+  std::vector<std::string> env = {std::string(kChildEndpointEnv) + "=" + endpoint,
+                                  std::string(kChildPrefixEnv) + "=" + prefix};
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string var = *e;
+    if (var.rfind("GTEST_", 0) != 0) env.push_back(var);  // no sharding or output files
+  }
+  std::string filter = std::string("--gtest_filter=") + kChildTest;
+  std::vector<char*> argv = {self.data(), filter.data(), nullptr};
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int devnull = ::open("/dev/null", O_WRONLY);
+    if (devnull >= 0) ::dup2(devnull, 1);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Not a test on its own: the body of the child above. Heartbeats until killed
+// (or for 20 s, in case nobody does).
+TEST(EtcdKvStoreChild, HeartbeatUntilKilled) {
+  const char* endpoint = std::getenv(kChildEndpointEnv);
+  const char* prefix = std::getenv(kChildPrefixEnv);
+  if (endpoint == nullptr || prefix == nullptr) GTEST_SKIP() << "runs only as a child process";
+  std::unique_ptr<KvStore> store = MakeStore(endpoint, prefix, kChildTtl);
+  ASSERT_NE(store, nullptr);
+  auto end = Clock::now() + seconds(20);
+  while (Clock::now() < end) {
+    Status s = store->Heartbeat("w1");
+    if (!s.ok()) std::fprintf(stderr, "heartbeat: %s\n", s.ToString().c_str());
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+}
+
+class EtcdKvStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Result<EtcdTestServer*> server = EtcdTestServer::Shared();
+    if (server.status().code() == StatusCode::kFailedPrecondition) {
+      GTEST_SKIP() << server.status().ToString();
+    }
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    endpoint_ = (*server)->endpoint();
+    prefix_ = std::string("/etcd-test/") +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name() + "/";
+  }
+
+  std::string endpoint_;
+  std::string prefix_;  // unique to the test: the server is shared
+};
+
+TEST_F(EtcdKvStoreTest, RejectsBadOptions) {
+  for (const char* endpoint :
+       {"127.0.0.1:2379", "ftp://127.0.0.1:2379", "http://", "http://h:1/v3"}) {
+    EtcdOptions o;
+    o.endpoint = endpoint;
+    EXPECT_EQ(NewEtcdKvStore(o).status().code(), StatusCode::kInvalidArgument) << endpoint;
+  }
+  EtcdOptions zero_ttl;
+  zero_ttl.liveness_ttl = seconds(0);
+  EXPECT_EQ(NewEtcdKvStore(zero_ttl).status().code(), StatusCode::kInvalidArgument);
+  EtcdOptions zero_timeout;
+  zero_timeout.request_timeout = milliseconds(0);
+  EXPECT_EQ(NewEtcdKvStore(zero_timeout).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(EtcdKvStoreTest, PrefixesIsolateStores) {
+  std::unique_ptr<KvStore> a = MakeStore(endpoint_, prefix_ + "jobA/");
+  std::unique_ptr<KvStore> b = MakeStore(endpoint_, prefix_ + "jobB/");
+  std::unique_ptr<KvStore> root = MakeStore(endpoint_ + "/", "");  // a trailing '/' is fine
+  ASSERT_TRUE(a->Put("k", "from a").ok());
+  EXPECT_EQ(*b->Get("k"), std::nullopt);
+  ASSERT_TRUE(b->Put("k", "from b").ok());
+  EXPECT_EQ(*a->Get("k"), "from a");
+  EXPECT_EQ(*root->Get(prefix_ + "jobA/k"), "from a");  // stored under the prefix
+  ASSERT_TRUE(a->Heartbeat("w").ok());
+  EXPECT_TRUE(*a->IsAlive("w"));
+  EXPECT_FALSE(*b->IsAlive("w"));
+  EXPECT_TRUE(root->Get(prefix_ + "jobA/alive/w")->has_value());
+  ASSERT_TRUE(b->Delete("k").ok());
+  EXPECT_EQ(*a->Get("k"), "from a");
+}
+
+TEST_F(EtcdKvStoreTest, HeartbeatRecoversFromDeletedKeyAndRevokedLease) {
+  std::unique_ptr<KvStore> worker = MakeStore(endpoint_, prefix_);
+  std::unique_ptr<KvStore> launcher = MakeStore(endpoint_, prefix_);
+  ASSERT_TRUE(worker->Heartbeat("w").ok());
+  ASSERT_TRUE(launcher->MarkDead("w").ok());  // not its lease: deletes the key only
+  EXPECT_FALSE(*worker->IsAlive("w"));
+  ASSERT_TRUE(worker->Heartbeat("w").ok());  // lease still alive: re-attaches the key
+  EXPECT_TRUE(*launcher->IsAlive("w"));
+  ASSERT_TRUE(worker->MarkDead("w").ok());  // its own lease: revoked
+  EXPECT_FALSE(*launcher->IsAlive("w"));
+  ASSERT_TRUE(worker->Heartbeat("w").ok());  // grants a new lease
+  EXPECT_TRUE(*launcher->IsAlive("w"));
+}
+
+// A worker process heartbeats and is SIGKILLed: its lease, not anyone's
+// MarkDead, must end its liveness, after about one TTL.
+TEST_F(EtcdKvStoreTest, KilledProcessGoesDeadAfterTtl) {
+  std::unique_ptr<KvStore> observer = MakeStore(endpoint_, prefix_, kChildTtl);
+  pid_t child = SpawnHeartbeatChild(endpoint_, prefix_);
+  ASSERT_GT(child, 0);
+  auto deadline = Clock::now() + seconds(10);
+  bool alive = false;
+  while (!alive && Clock::now() < deadline) {
+    alive = AliveOr(*observer, "w1", false);
+    if (!alive) std::this_thread::sleep_for(milliseconds(20));
+  }
+  ::kill(child, SIGKILL);
+  auto killed = Clock::now();
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(alive) << "the child never heartbeat";
+  EXPECT_TRUE(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL) << "child status " << wstatus;
+
+  // The child renewed its lease every 0.1 s; etcd checks expiry twice a second.
+  while (AliveOr(*observer, "w1", true) && Clock::now() < killed + kChildTtl + 1500ms) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  auto dead_after = Clock::now() - killed;
+  EXPECT_FALSE(*observer->IsAlive("w1")) << "still alive TTL + 1.5 s after the kill";
+  EXPECT_GE(dead_after, kChildTtl - milliseconds(500));
+}
+
+TEST_F(EtcdKvStoreTest, UnreachableEndpointIsUnavailableQuickly) {
+  DeadSocket refusing(/*listening=*/false);
+  std::unique_ptr<KvStore> store = MakeStore(refusing.endpoint(), prefix_);
+  auto start = Clock::now();
+  std::vector<Status> results = {store->Get("k").status(),
+                                 store->Put("k", "v"),
+                                 store->CompareAndSwap("k", std::nullopt, "v").status(),
+                                 store->Delete("k"),
+                                 store->Heartbeat("w"),
+                                 store->IsAlive("w").status(),
+                                 store->MarkDead("w")};
+  EXPECT_LT(Clock::now() - start, milliseconds(2000));
+  for (const Status& s : results) {
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+    EXPECT_NE(s.message().find(refusing.endpoint()), std::string::npos) << s.ToString();
+  }
+}
+
+TEST_F(EtcdKvStoreTest, SilentServerTimesOutAtRequestTimeout) {
+  DeadSocket silent(/*listening=*/true);
+  std::unique_ptr<KvStore> store = MakeStore(silent.endpoint(), prefix_, seconds(3), 300ms);
+  auto start = Clock::now();
+  Result<std::optional<std::string>> got = store->Get("k");
+  auto took = Clock::now() - start;
+  EXPECT_EQ(got.status().code(), StatusCode::kUnavailable) << got.status().ToString();
+  EXPECT_NE(got.status().message().find(silent.endpoint()), std::string::npos);
+  EXPECT_GE(took, milliseconds(250));
+  EXPECT_LT(took, milliseconds(2000));
+}
+
+// etcd refuses requests over --max-request-bytes (1.5 MiB by default) itself;
+// gRPC refuses messages over that + 0.5 MiB before etcd sees them.
+TEST_F(EtcdKvStoreTest, TooLargeRequestsKeepEtcdsMessage) {
+  std::unique_ptr<KvStore> store = MakeStore(endpoint_, prefix_);
+  struct Case {
+    size_t bytes;
+    const char* message;
+  };
+  for (Case c : {Case{1800000, "request is too large"}, Case{3000000, "larger than max"}}) {
+    Status s = store->Put("big", std::string(c.bytes, 'x'));
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find(c.message), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find(endpoint_), std::string::npos) << s.ToString();
+  }
+  EXPECT_TRUE(store->Put("small", "ok").ok());  // the store is still usable
+  EXPECT_EQ(*store->Get("small"), "ok");
+}
+
+}  // namespace
+}  // namespace spot::dist

@@ -1,0 +1,60 @@
+#include "dist/partition.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace spot::dist {
+
+Slice GlobalBatch(int64_t k, int64_t batch_size, int64_t n) {
+  int64_t begin = std::min(n, k * batch_size);
+  return {begin, std::min(n, begin + batch_size)};
+}
+
+std::vector<Slice> SplitBatch(Slice batch, const std::vector<double>& weights) {
+  const size_t w = weights.size();
+  const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
+  const int64_t n = batch.size();
+  std::vector<int64_t> sizes(w);
+  std::vector<std::pair<double, size_t>> remainders(w);
+  int64_t given = 0;
+  for (size_t r = 0; r < w; ++r) {
+    double exact = static_cast<double>(n) * weights[r] / total;
+    sizes[r] = static_cast<int64_t>(std::floor(exact));
+    given += sizes[r];
+    remainders[r] = {exact - static_cast<double>(sizes[r]), r};
+  }
+  // Largest remainder first; equal remainders go to the lower rank.
+  std::stable_sort(remainders.begin(), remainders.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = 0; given < n; ++i, ++given) ++sizes[remainders[i % w].second];
+  std::vector<Slice> out(w);
+  int64_t at = batch.begin;
+  for (size_t r = 0; r < w; ++r) {
+    out[r] = {at, at + sizes[r]};
+    at += sizes[r];
+  }
+  return out;
+}
+
+std::vector<double> WeightsFromThroughput(const std::vector<double>& samples_per_s,
+                                          double tolerance) {
+  double known_sum = 0;
+  int known = 0;
+  for (double s : samples_per_s) {
+    if (s > 0) known_sum += s, ++known;
+  }
+  std::vector<double> w(samples_per_s.size(), 1.0);
+  if (known == 0) return w;
+  const double mean = known_sum / known;
+  double lo = mean, hi = mean;
+  for (size_t i = 0; i < w.size(); ++i) {
+    w[i] = samples_per_s[i] > 0 ? samples_per_s[i] : mean;
+    lo = std::min(lo, w[i]);
+    hi = std::max(hi, w[i]);
+  }
+  if (hi <= lo * (1 + tolerance)) std::fill(w.begin(), w.end(), 1.0);
+  return w;
+}
+
+}  // namespace spot::dist

@@ -1,0 +1,38 @@
+// Data under elasticity. Every epoch has one global sample order
+// (train::EpochOrder of seed and epoch); global batch k of an epoch is the
+// positions [k*B, min(n, (k+1)*B)) of that order, whatever the world size. A
+// step splits its global batch among the current workers by their shares, so
+// when the world changes mid-epoch the next step simply splits the next
+// global batch among the new workers: no sample is skipped or seen twice, and
+// the mathematics of a step (the SUM of share-weighted gradients) does not
+// depend on the world size up to the order of floating-point reduction.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace spot::dist {
+
+struct Slice {
+  int64_t begin = 0;  // positions in the epoch's order, [begin, end)
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+// The positions global batch `k` covers in an epoch of `n` samples.
+Slice GlobalBatch(int64_t k, int64_t batch_size, int64_t n);
+
+// Splits `batch` into contiguous slices in rank order, sized in proportion to
+// `weights` (each > 0) by the largest-remainder method; ties go to the lower
+// rank. Equal weights give sizes that differ by at most one, the extras to the
+// first ranks. A slice may be empty when the batch is smaller than the world.
+std::vector<Slice> SplitBatch(Slice batch, const std::vector<double>& weights);
+
+// Weights from measured throughputs (samples/s): unknown (<= 0) entries count
+// as the mean of the known ones; all unknown gives equal weights. Throughputs
+// within `tolerance` (relative) of each other count as equal, so noise in the
+// measurement does not reshuffle the split of equal workers.
+std::vector<double> WeightsFromThroughput(const std::vector<double>& samples_per_s,
+                                          double tolerance = 0.1);
+
+}  // namespace spot::dist

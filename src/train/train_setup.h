@@ -1,0 +1,51 @@
+// Pieces every trainer builds the same way (the single-process Trainer and the
+// elastic workers of dist/): data as tensors, the optimizer, checkpoint
+// settings, the process's allocator setup, and evaluation.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "ckpt/format.h"
+#include "ckpt/store.h"
+#include "core/status.h"
+#include "train/fashion_mnist.h"
+#include "train/model.h"
+#include "train/train_spec.h"
+
+namespace spot::train {
+
+// Images as normalized float [n, 1, rows, cols] and labels as int64 [n].
+struct TensorSet {
+  at::Tensor images;
+  at::Tensor labels;
+  int64_t size() const { return images.size(0); }
+};
+
+// Loads one split as tensors, keeping the first `limit` images (0 = all).
+// InvalidArgument names the spec's dataset.path.
+Result<TensorSet> LoadSplit(const TrainSpec& spec, Split split, int64_t limit);
+
+std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimizerSpec& o, Net& model);
+
+// Sets intra-op threads (0 = all cores), the allocator thresholds and the
+// seed. Returns the thread count in force.
+int PrepareProcess(const TrainSpec& spec);
+
+ckpt::RetentionPolicy RetentionFor(const CheckpointSpec& c);
+ckpt::CodecPlan CodecPlanFor(const CheckpointSpec& c);
+
+// Sums over test images [begin, end): correct predictions and cross-entropy.
+// Puts the model in eval mode for the duration.
+struct EvalSums {
+  double correct = 0;
+  double loss_sum = 0;
+  double count = 0;
+};
+EvalSums EvaluateRange(Net& model, const TensorSet& test, int64_t begin, int64_t end,
+                       int64_t batch_size);
+
+}  // namespace spot::train
