@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <random>
 #include <regex>
 #include <thread>
 
@@ -31,6 +32,11 @@ auto Guard(const char* what, F&& f) -> Result<decltype(f())> {
   }
 }
 
+// Stored values are "=" + a 16-hex-digit nonce + the value: the tag keeps an
+// empty value apart from absence (c10d's compareSet takes an empty expected
+// value to mean "absent"), and the nonce makes every write unique, so a
+// compare-and-swap knows it was its own write that landed (c10d's
+// compareSet only returns the value now stored).
 class C10dKvStore final : public KvStore {
  public:
   C10dKvStore(c10::intrusive_ptr<c10d::Store> store, std::string prefix,
@@ -38,24 +44,25 @@ class C10dKvStore final : public KvStore {
       : store_(std::move(store)), prefix_(std::move(prefix)), ttl_(ttl) {}
 
   Result<std::optional<std::string>> Get(const std::string& key) override {
-    return Guard("get", [&]() -> std::optional<std::string> {
-      const std::string k = prefix_ + key;
-      if (!store_->check({k})) return std::nullopt;
-      return Text(store_->get(k));
-    });
+    SPOT_ASSIGN_OR_RETURN(std::optional<std::string> raw, GetRaw(key));
+    if (!raw) return raw;
+    return std::optional<std::string>(raw->substr(kHeader));
   }
   Status Put(const std::string& key, const std::string& value) override {
-    return Guard("set", [&] { return (store_->set(prefix_ + key, Bytes(value)), 0); }).status();
+    return Guard("set", [&] { return (store_->set(prefix_ + key, Bytes(Stored(value))), 0); })
+        .status();
   }
-  // c10d's compareSet sets when the current value equals `expected` (an empty
-  // expected value means "absent") and returns the value now stored. Our
-  // values are never empty, so "absent" cannot be confused with a value.
   Result<bool> CompareAndSwap(const std::string& key, const std::optional<std::string>& expected,
                               const std::string& desired) override {
+    std::string current;  // raw bytes to compare against; "" = absent
+    if (expected) {
+      SPOT_ASSIGN_OR_RETURN(std::optional<std::string> raw, GetRaw(key));
+      if (!raw || raw->substr(kHeader) != *expected) return false;
+      current = *raw;
+    }
+    const std::string want = Stored(desired);
     return Guard("compare-set", [&] {
-      std::vector<uint8_t> now =
-          store_->compareSet(prefix_ + key, Bytes(expected.value_or("")), Bytes(desired));
-      return Text(now) == desired;
+      return Text(store_->compareSet(prefix_ + key, Bytes(current), Bytes(want))) == want;
     });
   }
   Status Delete(const std::string& key) override {
@@ -73,6 +80,25 @@ class C10dKvStore final : public KvStore {
   std::chrono::milliseconds liveness_ttl() const override { return ttl_; }
 
  private:
+  static constexpr size_t kHeader = 17;  // "=" and 16 hex digits
+
+  static std::string Stored(const std::string& value) {
+    thread_local std::mt19937_64 rng{std::random_device{}() ^
+                                     std::hash<std::thread::id>{}(std::this_thread::get_id())};
+    return fmt::format("={:016x}", rng()) + value;
+  }
+  Result<std::optional<std::string>> GetRaw(const std::string& key) {
+    return Guard("get", [&]() -> std::optional<std::string> {
+      const std::string k = prefix_ + key;
+      if (!store_->check({k})) return std::nullopt;
+      std::string raw = Text(store_->get(k));
+      if (raw.size() < kHeader || raw[0] != '=') {
+        throw std::runtime_error("key " + k + " does not hold a rendezvous value");
+      }
+      return raw;
+    });
+  }
+
   c10::intrusive_ptr<c10d::Store> store_;
   const std::string prefix_;
   const std::chrono::milliseconds ttl_;

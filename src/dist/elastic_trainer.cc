@@ -352,16 +352,21 @@ Result<StepResult> Worker::Step(const Generation& g, Slice batch) {
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
   optimizer_->zero_grad();
   double loss_sum = 0;
-  if (mine.size() > 0) {
-    // Dropout draws depend on the step and the part of the batch, not on history.
+  // Gradient accumulation: this worker's part in micro-batches, gradients
+  // summed before the one all-reduce of the step.
+  const int64_t micro = std::min<int64_t>(spec_.distributed.accumulation_steps,
+                                          std::max<int64_t>(1, mine.size()));
+  for (const Slice& part : SplitBatch(mine, std::vector<double>(micro, 1.0))) {
+    if (part.size() == 0) continue;
+    // Dropout draws depend on the step and the samples, not on history.
     at::manual_seed(static_cast<uint64_t>(spec_.seed) * 1000003u +
                     static_cast<uint64_t>(counters_.step) * 8191u +
-                    static_cast<uint64_t>(mine.begin));
-    at::Tensor idx = order_.slice(0, mine.begin, mine.end);
+                    static_cast<uint64_t>(part.begin));
+    at::Tensor idx = order_.slice(0, part.begin, part.end);
     at::Tensor x = train_.images.index_select(0, idx);
     at::Tensor y = train_.labels.index_select(0, idx);
     at::Tensor loss = at::cross_entropy_loss(model_->forward(x), y, {}, at::Reduction::Sum);
-    loss_sum = loss.item<double>();
+    loss_sum += loss.item<double>();
     (loss / static_cast<double>(batch.size())).backward();
   }
   double compute_s = Seconds(t0, Clock::now());

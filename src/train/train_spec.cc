@@ -88,6 +88,7 @@ void ReadDistributed(SpecReader& r, DistributedSpec* d) {
   r.Int("powersgd_rank", &d->powersgd_rank, {.min = 1, .max = 1024});
   r.Double("topk_ratio", &d->topk_ratio, {.min = 0, .max = 1, .min_exclusive = true});
   r.Bool("balance", &d->balance);
+  r.Int("accumulation_steps", &d->accumulation_steps, {.min = 1, .max = 4096});
 }
 
 }  // namespace

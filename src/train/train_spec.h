@@ -79,6 +79,7 @@ struct DistributedSpec {
   int64_t powersgd_rank = 4;        // powersgd: rank of the approximation, >= 1
   double topk_ratio = 0.01;         // topk: fraction of gradient entries sent, (0, 1]
   bool balance = true;              // per-worker batch in proportion to measured throughput
+  int64_t accumulation_steps = 1;   // micro-batches per worker per step (gradients summed), >= 1
 };
 
 struct TrainSpec {

@@ -18,7 +18,8 @@
 
 namespace spot::testing {
 
-// An MLP job on `train_limit` images at batch 32, with short timeouts.
+// An MLP job on `train_limit` images at batch 32, with short timeouts
+// (collective_timeout_s 5 unless `distributed_extra` sets it).
 inline std::string ElasticJobYaml(const std::filesystem::path& out, int64_t epochs,
                                   int64_t train_limit, const std::string& distributed_extra) {
   return fmt::format(
@@ -27,8 +28,12 @@ inline std::string ElasticJobYaml(const std::filesystem::path& out, int64_t epoc
       "optimizer:\n  type: sgd\n  lr: 0.05\n"
       "checkpoint:\n  interval_steps: 50\n"
       "output_dir: {}\n"
-      "distributed:\n  join_window_s: 0.3\n  collective_timeout_s: 5\n  liveness_ttl_s: 2\n{}",
-      kDataset, train_limit, epochs, out.string(), distributed_extra);
+      "distributed:\n  join_window_s: 0.3\n  liveness_ttl_s: 2\n{}{}",
+      kDataset, train_limit, epochs, out.string(),
+      distributed_extra.find("collective_timeout_s") == std::string::npos
+          ? "  collective_timeout_s: 5\n"
+          : "",
+      distributed_extra);
 }
 
 struct SampleRecord {

@@ -7,6 +7,8 @@
 #include <random>
 #include <thread>
 
+#include <fmt/ranges.h>
+
 #include "apps/spot/elastic_e2e_support.h"
 #include "core/file_io.h"
 #include "dist/etcd_test_server.h"
@@ -230,6 +232,98 @@ TEST_F(ElasticTest, ASlowerWorkerGetsASmallerShareOfTheBatch) {
   std::cerr << fmt::format("  slow worker's share of the batch: {:.3f}\n", share);
   EXPECT_GT(share, 0.0);
   EXPECT_LT(share, 0.35);
+  store.Kill(SIGTERM);
+}
+
+// Two "hosts" in network namespaces this test creates, joined by a veth pair.
+class NetnsHosts {
+ public:
+  // `ip` commands log under `log_prefix`.
+  explicit NetnsHosts(std::string log_prefix)
+      : a_(fmt::format("spota{}", ::getpid())),
+        b_(fmt::format("spotb{}", ::getpid())),
+        log_(std::move(log_prefix)) {}
+  ~NetnsHosts() {
+    for (const std::string& ns : {a_, b_}) Ip({"netns", "del", ns});
+  }
+  // "" on success, else why the namespaces could not be made.
+  std::string Create() {
+    if (::geteuid() != 0) return "not root";
+    if (::access(kIp, X_OK) != 0) return std::string(kIp) + " is missing (iproute2)";
+    std::string va = "v" + a_, vb = "v" + b_;
+    for (std::vector<std::string> cmd : std::vector<std::vector<std::string>>{
+             {"netns", "add", a_},
+             {"netns", "add", b_},
+             {"link", "add", va, "type", "veth", "peer", "name", vb},
+             {"link", "set", va, "netns", a_},
+             {"link", "set", vb, "netns", b_},
+             {"-n", a_, "addr", "add", "10.231.0.1/24", "dev", va},
+             {"-n", b_, "addr", "add", "10.231.0.2/24", "dev", vb},
+             {"-n", a_, "link", "set", va, "up"},
+             {"-n", b_, "link", "set", vb, "up"},
+             {"-n", a_, "link", "set", "lo", "up"},
+             {"-n", b_, "link", "set", "lo", "up"}}) {
+      if (int rc = Ip(cmd); rc != 0) {
+        return fmt::format("`ip {}` failed ({})", fmt::join(cmd, " "), rc);
+      }
+    }
+    return "";
+  }
+  // Takes host B's end of the link down.
+  bool Cut() { return Ip({"-n", b_, "link", "set", "v" + b_, "down"}) == 0; }
+  std::vector<std::string> In(bool host_a, std::vector<std::string> argv) const {
+    argv.insert(argv.begin(), {kIp, "netns", "exec", host_a ? a_ : b_});
+    return argv;
+  }
+
+ private:
+  static constexpr const char* kIp = "/usr/sbin/ip";
+  int Ip(std::vector<std::string> args) const {
+    args.insert(args.begin(), kIp);
+    return RunProcess(args, log_, 30).exit_code;
+  }
+  std::string a_, b_, log_;
+};
+
+TEST_F(ElasticTest, TwoHostsInNetworkNamespacesOneLinkCutTheOtherContinues) {
+  NetnsHosts hosts((dir_ / "ip").string());
+  if (std::string why = hosts.Create(); !why.empty()) {
+    GTEST_SKIP() << "cannot create network namespaces here: " << why;
+  }
+  fs::path out = dir_ / "run";
+  fs::path job = WriteJob("job", ElasticJobYaml(out, 6, 3200,
+                                                "  collective_timeout_s: 3\n"
+                                                "  rendezvous_timeout_s: 10\n"));
+  ChildProcess store(hosts.In(true, {SPOT_BIN, "rendezvous", "--host", "10.231.0.1", "--port",
+                                     "29411"}),
+                     (dir_ / "store").string());
+  std::string url = StartRendezvous(store, dir_ / "store.out");
+  ASSERT_EQ(url, "tcp://10.231.0.1:29411") << "spot rendezvous did not start in host A";
+  fs::path steps = dir_ / "steps.csv";
+  auto worker = [&](const std::string& id, const char* host) {
+    return std::vector<std::string>{SPOT_BIN, "worker", job.string(), "--rendezvous", url,
+                                    "--id", id, "--host", host, "--threads", "1",
+                                    "--slowdown", "1", "--step-log", steps.string(),
+                                    "--event-log", (dir_ / (id + ".events.jsonl")).string()};
+  };
+  ChildProcess a(hosts.In(true, worker("a", "10.231.0.1")), (dir_ / "a").string());
+  ChildProcess b(hosts.In(false, worker("b", "10.231.0.2")), (dir_ / "b").string());
+  ASSERT_TRUE(WaitForStep(steps, 60));
+  ASSERT_TRUE(hosts.Cut());
+  int64_t cut_ms = NowMs();
+  ProcessResult ra = a.Wait(300);
+  EXPECT_EQ(ra.exit_code, 0) << ra.err;
+  ProcessResult rb = b.Wait(120);
+  EXPECT_NE(rb.exit_code, 0) << "host B cannot reach the rendezvous: it must give up";
+  int64_t alone_ms = 0;
+  for (const json& e : ReadEvents({dir_ / "a.events.jsonl"})) {
+    if (e["world"] == 1 && e["unix_ms"].get<int64_t>() > cut_ms) alone_ms = e["unix_ms"];
+  }
+  ASSERT_GT(alone_ms, 0) << "host A never went on alone";
+  std::cerr << fmt::format("  host A went on alone {} ms after the cut\n", alone_ms - cut_ms);
+  // Collective timeout (3 s) + liveness (2 s) + slack.
+  EXPECT_LT(alone_ms - cut_ms, 9000);
+  EXPECT_EQ(Summary(out)["steps"], 600);
   store.Kill(SIGTERM);
 }
 
