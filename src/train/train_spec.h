@@ -78,7 +78,10 @@ struct DistributedSpec {
   std::string compression = "none"; // none | fp16 | bf16 | powersgd | topk
   int64_t powersgd_rank = 4;        // powersgd: rank of the approximation, >= 1
   double topk_ratio = 0.01;         // topk: fraction of gradient entries sent, (0, 1]
-  bool balance = true;              // per-worker batch in proportion to measured throughput
+  int64_t compression_warmup_steps = 0;  // powersgd/topk: plain all-reduce for the first N
+                                         // steps of each generation, >= 0
+  bool balance = false;             // per-worker batch in proportion to measured throughput
+                                    // (timing then shapes the split: runs are not repeatable)
   int64_t accumulation_steps = 1;   // micro-batches per worker per step (gradients summed), >= 1
 };
 
