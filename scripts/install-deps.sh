@@ -10,7 +10,7 @@ PACKAGES=(
   # libraries
   libtorch-dev libopenblas0-openmp
   libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libxxhash-dev libzstd-dev zlib1g-dev
+  libxxhash-dev libzstd-dev zlib1g-dev libxgboost-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # data and the Python side (interop test, benchmark baseline)
