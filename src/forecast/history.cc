@@ -26,7 +26,7 @@ Result<Panel> PanelFromTraces(const std::string& name, const std::vector<market:
     p.source += (p.source.empty() ? "" : ", ") + t.source;
   }
   for (const market::Trace& t : traces) {
-    p.zones.push_back(t.pool.zone.empty() ? t.name : t.pool.zone);
+    p.zones.push_back(t.name.empty() ? t.pool.zone : t.name);
     p.available.emplace_back(t.available.begin(), t.available.begin() + p.ticks);
     if (prices) p.price.emplace_back(t.price.begin(), t.price.begin() + p.ticks);
   }

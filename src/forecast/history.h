@@ -34,7 +34,8 @@ struct Panel {
 };
 
 // One panel from traces of one market (same gap). Traces of unequal length
-// are cut to the shortest (cross-zone features need aligned ticks).
+// are cut to the shortest (cross-zone features need aligned ticks). Zones are
+// named by the traces' names (file stems), else their pool's zone.
 // InvalidArgument naming the trace for a mismatched gap or an empty trace.
 Result<Panel> PanelFromTraces(const std::string& name, const std::vector<market::Trace>& traces,
                               int32_t min_count = 1);

@@ -2,7 +2,6 @@
 //
 // Exit codes: 0 success, 1 runtime failure, 2 bad input (job file, flags).
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "apps/spot/commands.h"
@@ -19,6 +18,8 @@ int main(int argc, char** argv) {
   CLI::App* train = spot::cli::AddTrainCommand(app, &train_args);
   spot::cli::SimArgs sim_args;
   CLI::App* sim = spot::cli::AddSimCommand(app, &sim_args);
+  spot::cli::ForecastArgs forecast_args;
+  CLI::App* forecast = spot::cli::AddForecastCommand(app, &forecast_args);
   spot::cli::CkptArgs ckpt_args;
   CLI::App* ckpt = spot::cli::AddCkptCommand(app, &ckpt_args);
 
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   spot::InitLogging(verbose ? spot::LogLevel::kDebug : spot::LogLevel::kInfo);
   if (train->parsed()) return spot::cli::RunTrain(train_args);
   if (sim->parsed()) return spot::cli::RunSim(sim_args);
+  if (forecast->parsed()) return spot::cli::RunForecast(forecast_args);
   if (ckpt->parsed()) return spot::cli::RunCkpt(ckpt_args);
   return spot::cli::kExitBadInput;
 }
