@@ -13,7 +13,8 @@ using testing::MakeTrace;
 TEST(Registry, BuiltinsByName) {
   PolicyRegistry r;
   RegisterBuiltinPolicies(r);
-  EXPECT_EQ(r.Names(), (std::vector<std::string>{"greedy", "hazard-up", "od", "omniscient", "up"}));
+  EXPECT_EQ(r.Names(), (std::vector<std::string>{"forecast-up", "greedy", "hazard-up", "od",
+                                                 "omniscient", "up"}));
   for (const auto& n : r.Names()) {
     auto p = r.Create(n);
     ASSERT_TRUE(p.ok());
@@ -21,7 +22,7 @@ TEST(Registry, BuiltinsByName) {
   }
   auto bad = r.Create("nope");
   EXPECT_EQ(bad.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(bad.status().message().find("known: greedy"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("known: forecast-up, greedy"), std::string::npos);
   EXPECT_FALSE(r.Register("up", "", [] { return MakeUniformProgressPolicy(); }).ok());
   EXPECT_TRUE((*r.Create("omniscient"))->needs_future());
 }
@@ -46,8 +47,11 @@ class UpRules : public ::testing::Test {
   Decision At(double t, double p, Placement cur, bool spot) {
     const market::Trace* z[] = {spot ? zones_[1] : zones_[0]};
     spans_.assign(z, z + 1);
-    Observation o{.tick = static_cast<int64_t>(t), .time_hours = t, .job = job_,
-                  .progress_hours = p, .current = cur,
+    Observation o{.tick = static_cast<int64_t>(t),
+                  .time_hours = t,
+                  .job = job_,
+                  .progress_hours = p,
+                  .current = cur,
                   .market = MarketView(spans_, static_cast<int64_t>(t), 1)};
     return up_->Decide(o);
   }

@@ -1,6 +1,7 @@
 #include "policy/registry.h"
 
 #include "policy/baseline_policies.h"
+#include "policy/forecast_aware.h"
 #include "policy/hazard_up.h"
 #include "policy/omniscient.h"
 #include "policy/uniform_progress.h"
@@ -54,11 +55,16 @@ void RegisterBuiltinPolicies(PolicyRegistry& r) {
   add("od", "on-demand only", [] { return MakeOnDemandPolicy(); });
   add("greedy", "spot when available, else idle; latched on-demand when R < C_left + 2d",
       [] { return MakeGreedyPolicy(); });
-  add("up", "Uniform Progress (Can't Be Late, NSDI'24)", [] { return MakeUniformProgressPolicy(); });
+  add("up", "Uniform Progress (Can't Be Late, NSDI'24)",
+      [] { return MakeUniformProgressPolicy(); });
   add("omniscient", "exact minimum cost knowing the future (DP; a lower bound)",
       [] { return MakeOmniscientPolicy(); });
   add("hazard-up", "ours: UP whose spot use follows the zones' history (survival, hour of day)",
       [] { return MakeHazardUpPolicy(); });
+  add("forecast-up",
+      "ours: UP acting on forecasts (zone least likely to be preempted, moves before a predicted "
+      "preemption, waits for a predicted price drop when ahead)",
+      [] { return MakeForecastUpPolicy(); });
 }
 
 }  // namespace spot::policy

@@ -1,0 +1,39 @@
+// forecast-up: Uniform Progress (uniform_progress.h) acting on forecasts
+// (forecast/) instead of only on the present:
+//   - zone choice: among zones with capacity, the one least likely to be
+//     preempted within zone_horizon_hours (Kaplan-Meier survival of that
+//     zone's past spot lifetimes given the current run's age; ties: cheapest);
+//   - move before a predicted preemption: on spot in a zone whose chance of a
+//     preemption within the next hour exceeds move_probability, it moves to a
+//     zone with capacity whose chance is at least move_margin lower (one
+//     changeover now instead of a preemption and a changeover later);
+//   - wait for a predicted price drop: off spot with capacity available, when
+//     the price model (default Holt-Winters on hourly means) predicts the
+//     best zone's price to fall by price_drop within price_horizon_hours and
+//     the job would still be on the uniform-progress line after waiting, it
+//     stays idle;
+//   - its safety net is UP's, latched, so it meets every deadline UP meets
+//     (the property tests of sim/ check it).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "policy/policy.h"
+
+namespace spot::policy {
+
+struct ForecastUpOptions {
+  double history_window_hours = 14 * 24;     // past window the survival models are fitted on
+  double zone_horizon_hours = 6;             // preemption horizon that ranks zones, > 0
+  double move_probability = 0.6;             // P(preempted within 1 h) that makes it move
+  double move_margin = 0.3;                  // the other zone must be this much less likely
+  double price_drop = 0.1;                   // predicted relative drop worth waiting for
+  double price_horizon_hours = 6;            // how far ahead it looks for the drop, > 0
+  double price_refresh_hours = 1;            // price forecasts are recomputed this often
+  std::string price_model = "holt-winters";  // a registered forecast price model
+};
+
+std::unique_ptr<Policy> MakeForecastUpPolicy(ForecastUpOptions options = {});
+
+}  // namespace spot::policy
