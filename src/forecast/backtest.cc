@@ -196,6 +196,16 @@ class Runner {
 
 }  // namespace
 
+int64_t BacktestSeriesCount(const Panel& panel, size_t price_models, size_t preemption_models,
+                            const BacktestOptions& options) {
+  size_t per_zone = 0;
+  if (panel.has_prices()) per_zone += price_models * options.price_horizons_hours.size();
+  if (panel.has_availability()) {
+    per_zone += preemption_models * options.preemption_horizons_hours.size();
+  }
+  return panel.num_zones() * static_cast<int64_t>(per_zone);
+}
+
 Panel ScrambleFuture(const Panel& panel, int64_t from, uint64_t seed) {
   Panel p = panel;
   std::mt19937_64 rng(seed);
@@ -217,16 +227,14 @@ Result<BacktestReport> RunBacktest(const Panel& panel, const ForecasterRegistry&
                                    const BacktestProgressFn& progress) {
   SPOT_RETURN_IF_ERROR(Validate(panel, options));
   auto begin = std::chrono::steady_clock::now();
-  const bool prices = panel.has_prices() && !price_models.empty();
-  const bool avail = panel.has_availability() && !preemption_models.empty();
-  int64_t total =
-      panel.num_zones() *
-      ((prices ? int64_t(price_models.size() * options.price_horizons_hours.size()) : 0) +
-       (avail ? int64_t(preemption_models.size() * options.preemption_horizons_hours.size()) : 0));
+  const int64_t total =
+      BacktestSeriesCount(panel, price_models.size(), preemption_models.size(), options);
   BacktestReport report{.panel = panel.name};
   Runner run(panel, registry, options, progress, total);
-  if (prices) SPOT_RETURN_IF_ERROR(run.Prices(price_models, &report).WithContext(panel.name));
-  if (avail) {
+  if (panel.has_prices() && !price_models.empty()) {
+    SPOT_RETURN_IF_ERROR(run.Prices(price_models, &report).WithContext(panel.name));
+  }
+  if (panel.has_availability() && !preemption_models.empty()) {
     SPOT_RETURN_IF_ERROR(run.Preemption(preemption_models, &report).WithContext(panel.name));
   }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();

@@ -74,6 +74,10 @@ Result<BacktestReport> RunBacktest(const Panel& panel, const ForecasterRegistry&
                                    const BacktestOptions& options,
                                    const BacktestProgressFn& progress = nullptr);
 
+// The (zone, horizon, model) series RunBacktest will run (for progress bars).
+int64_t BacktestSeriesCount(const Panel& panel, size_t price_models, size_t preemption_models,
+                            const BacktestOptions& options);
+
 // A copy of `panel` whose ticks >= from hold random prices and availability.
 Panel ScrambleFuture(const Panel& panel, int64_t from, uint64_t seed);
 

@@ -132,11 +132,12 @@ Result<std::string> Backtest(const forecast::ForecasterRegistry& reg,
   SPOT_ASSIGN_OR_RETURN(auto opt, BacktestOptionsOf(a));
   std::vector<forecast::BacktestReport> reports;
   for (const Panel& p : panels) {
-    Progress bar({.label = "backtest " + p.name});
-    auto rep = forecast::RunBacktest(p, reg, Split(a.price_models), Split(a.preemption_models), opt,
-                                     [&bar](int64_t done, int64_t total) {
-                                       bar.Update(done, fmt::format("{}/{} series", done, total));
-                                     });
+    Progress bar({.label = "backtest " + p.name,
+                  .total = forecast::BacktestSeriesCount(p, Split(a.price_models).size(),
+                                                         Split(a.preemption_models).size(), opt)});
+    auto rep =
+        forecast::RunBacktest(p, reg, Split(a.price_models), Split(a.preemption_models), opt,
+                              [&bar](int64_t done, int64_t total) { bar.Update(done, "series"); });
     if (!rep.ok()) return rep.status();
     bar.Finish(fmt::format("{:.1f} s", rep->seconds));
     reports.push_back(std::move(rep).value());

@@ -34,44 +34,56 @@ std::map<std::pair<std::string, double>, std::map<std::string, const R*>> Group(
   return out;
 }
 
-std::string PriceSummary(const BacktestReport& rep) {
-  std::string out =
-      fmt::format("{:<22} {:>5} {:<15} {:>6} {:>7} {:>7} {:>7} {:>7}  {}\n", "zone", "h",
-                  "best (MASE)", "MASE", "last", "s-day", "s-week", "mov-avg", "verdict");
-  for (const auto& [key, models] : Group(rep.prices)) {
-    std::string best;
-    double best_v = INFINITY;
-    for (const auto& [m, r] : models) {
-      if (r->metrics.mase < best_v) best_v = r->metrics.mase, best = m;
+// The best model and the best baseline of one (zone, horizon) by `score`
+// (lower is better when `lower`); NaN scores never win.
+template <typename R, typename Score, typename Baseline>
+std::pair<std::pair<std::string, double>, std::pair<std::string, double>> Best(
+    const std::map<std::string, const R*>& models, Score score, Baseline is_baseline, bool lower) {
+  std::pair<std::string, double> model{"-", NAN}, base{"-", NAN};
+  for (const auto& [name, r] : models) {
+    double v = score(*r);
+    auto& slot = is_baseline(name) ? base : model;
+    if (std::isfinite(v) &&
+        (!std::isfinite(slot.second) || (lower ? v < slot.second : v > slot.second))) {
+      slot = {name, v};
     }
-    auto mase = [&](const char* m) { return models.count(m) ? models.at(m)->metrics.mase : NAN; };
-    out += fmt::format("{:<22} {:>5g} {:<15} {:>6} {:>7} {:>7} {:>7} {:>7}  {}\n", key.first,
-                       key.second, best.empty() ? "-" : best, F(best_v), F(mase("last")),
-                       F(mase("seasonal-day")), F(mase("seasonal-week")), F(mase("moving-average")),
-                       best.empty()            ? "no price changes"
-                       : IsPriceBaseline(best) ? "baseline wins"
-                                               : "model wins");
+  }
+  return {model, base};
+}
+
+std::string Verdict(double model, double base, bool lower) {
+  if (!std::isfinite(model) || !std::isfinite(base)) return "-";
+  return (lower ? model < base : model > base) ? "model wins" : "baseline wins";
+}
+
+std::string PriceSummary(const BacktestReport& rep) {
+  std::string out = fmt::format("{:<22} {:>4} {:>5} {:<14} {:>6} {:<15} {:>6}  {}\n", "zone", "h",
+                                "n", "best model", "MASE", "best baseline", "MASE", "verdict");
+  for (const auto& [key, models] : Group(rep.prices)) {
+    auto [m, b] = Best(
+        models, [](const forecast::PriceResult& r) { return r.metrics.mase; }, IsPriceBaseline,
+        true);
+    out += fmt::format(
+        "{:<22} {:>4g} {:>5} {:<14} {:>6} {:<15} {:>6}  {}\n", key.first, key.second,
+        models.begin()->second->metrics.n, m.first, F(m.second), b.first, F(b.second),
+        std::isfinite(b.second) ? Verdict(m.second, b.second, true) : "no price changes");
   }
   return out;
 }
 
 std::string PreemptionSummary(const BacktestReport& rep) {
-  std::string out = fmt::format("{:<22} {:>5} {:>6} {:>6} {:<19} {:>7} {:>8}  {}\n", "zone", "h",
-                                "n", "events", "best (BSS)", "BSS", "hourly", "verdict");
+  std::string out =
+      fmt::format("{:<22} {:>4} {:>5} {:>6} {:<14} {:>7} {:<19} {:>7}  {}\n", "zone", "h", "n",
+                  "events", "best model", "BSS", "best baseline", "BSS", "verdict");
   for (const auto& [key, models] : Group(rep.preemption)) {
-    std::string best;
-    double best_v = -INFINITY;
-    for (const auto& [m, r] : models) {
-      if (r->metrics.bss > best_v) best_v = r->metrics.bss, best = m;
-    }
+    auto [m, b] = Best(
+        models, [](const forecast::PreemptionResult& r) { return r.metrics.bss; },
+        IsPreemptionBaseline, false);
     const auto& any = models.begin()->second->metrics;
-    double hourly =
-        models.count("hourly-climatology") ? models.at("hourly-climatology")->metrics.bss : NAN;
-    out += fmt::format("{:<22} {:>5g} {:>6} {:>6} {:<19} {:>7} {:>8}  {}\n", key.first, key.second,
-                       any.n, any.events, best.empty() ? "-" : best, F(best_v), F(hourly),
-                       best.empty()                 ? "no events"
-                       : IsPreemptionBaseline(best) ? "baseline wins"
-                                                    : "model wins");
+    bool degenerate = any.events == 0 || any.events == any.n;
+    out += fmt::format("{:<22} {:>4g} {:>5} {:>6} {:<14} {:>7} {:<19} {:>7}  {}\n", key.first,
+                       key.second, any.n, any.events, m.first, F(m.second), b.first, F(b.second),
+                       degenerate ? "all or no events" : Verdict(m.second, b.second, false));
   }
   return out;
 }
