@@ -45,7 +45,9 @@ class GbtPrice final : public PriceForecaster {
       labels.push_back(LogRatio(p[o - 1 + t.horizon_ticks], p[o - 1]));
     }
     if (labels.size() < 20) return Status::Ok();  // too little history: predict the last price
-    BoosterParams params = ParamsOf(opt_, "reg:squarederror");
+    // Absolute error: the scores are MAE-based, and the median change (mostly
+    // none: spot prices are step functions) is the right answer when unsure.
+    BoosterParams params = ParamsOf(opt_, "reg:absoluteerror");
     params.base_score = 0;  // no change: the labels are log ratios around 0
     auto b = Booster::Train(rows, PriceFeatureNames().size(), labels, params);
     if (!b.ok()) return b.status().WithContext("xgb fit");
@@ -95,6 +97,7 @@ class GbtPreemption final : public PreemptionForecaster {
     if (events < 2 || double(labels.size()) - events < 2) return Status::Ok();
     BoosterParams params = ParamsOf(opt_, "binary:logistic");
     params.base_score = base_;
+    params.min_child_weight = 5;  // events are few: no leaf for a handful of them
     auto b = Booster::Train(rows, PreemptionFeatureNames().size(), labels, params);
     if (!b.ok()) return b.status().WithContext("xgb-hazard fit");
     booster_.emplace(std::move(b).value());

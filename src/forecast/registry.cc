@@ -24,22 +24,24 @@ Status Unknown(const std::string& kind, const std::string& name, const Map& m) {
 
 }  // namespace
 
-Status ForecasterRegistry::RegisterPrice(const std::string& name, std::string help,
-                                         PriceFactory f) {
+Status ForecasterRegistry::CheckNewName(const std::string& name) const {
   if (name.empty()) return InvalidArgumentError("model name is empty");
   if (price_.count(name) || preempt_.count(name)) {
     return InvalidArgumentError("model '" + name + "' registered twice");
   }
+  return Status::Ok();
+}
+
+Status ForecasterRegistry::RegisterPrice(const std::string& name, std::string help,
+                                         PriceFactory f) {
+  SPOT_RETURN_IF_ERROR(CheckNewName(name));
   price_[name] = {std::move(help), std::move(f)};
   return Status::Ok();
 }
 
 Status ForecasterRegistry::RegisterPreemption(const std::string& name, std::string help,
                                               PreemptionFactory f) {
-  if (name.empty()) return InvalidArgumentError("model name is empty");
-  if (price_.count(name) || preempt_.count(name)) {
-    return InvalidArgumentError("model '" + name + "' registered twice");
-  }
+  SPOT_RETURN_IF_ERROR(CheckNewName(name));
   preempt_[name] = {std::move(help), std::move(f)};
   return Status::Ok();
 }

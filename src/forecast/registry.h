@@ -31,6 +31,8 @@ class ForecasterRegistry {
   const std::string& Help(const std::string& name) const;  // REQUIRES: registered
 
  private:
+  Status CheckNewName(const std::string& name) const;
+
   std::map<std::string, std::pair<std::string, PriceFactory>> price_;
   std::map<std::string, std::pair<std::string, PreemptionFactory>> preempt_;
 };

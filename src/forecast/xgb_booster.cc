@@ -60,7 +60,8 @@ Result<Booster> Booster::Train(std::span<const float> rows, int64_t cols,
       {"tree_method", "hist"},
       {"verbosity", "0"},
       {"subsample", "1"},
-      {"base_score", std::to_string(p.base_score)}};
+      {"base_score", std::to_string(p.base_score)},
+      {"min_child_weight", std::to_string(p.min_child_weight)}};
   for (const auto& [k, v] : params) {
     SPOT_RETURN_IF_ERROR(Check(XGBoosterSetParam(b, k, v.c_str()), k));
   }

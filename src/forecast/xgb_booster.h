@@ -15,11 +15,12 @@
 namespace spot::forecast {
 
 struct BoosterParams {
-  std::string objective = "reg:squarederror";  // or "binary:logistic"
+  std::string objective = "reg:squarederror";  // "reg:absoluteerror", "binary:logistic"
   int rounds = 60;                             // boosting rounds, >= 1
   int max_depth = 4;
   double eta = 0.1;
-  int threads = 1;  // nthread, >= 1
+  double min_child_weight = 1;  // hessian a leaf needs (larger: fewer, safer splits)
+  int threads = 1;              // nthread, >= 1
   uint64_t seed = 0;
   double base_score = 0.5;  // the prediction before any tree (a probability for logistic)
 };

@@ -6,12 +6,12 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <sstream>
 
 #include "apps/spot/commands.h"
 #include "apps/spot/exit_code.h"
 #include "apps/spot/forecast_data.h"
 #include "apps/spot/forecast_report.h"
+#include "apps/spot/name_list.h"
 #include "core/file_io.h"
 #include "core/progress.h"
 #include "forecast/calibration_svg.h"
@@ -29,18 +29,9 @@ int Fail(const Status& s) {
   return s.code() == StatusCode::kNotFound ? kExitBadInput : ExitCodeFor(s);
 }
 
-std::vector<std::string> Split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string n; std::getline(in, n, ',');) {
-    if (!n.empty()) out.push_back(n);
-  }
-  return out;
-}
-
 Result<std::vector<double>> Hours(const std::string& flag, const std::string& list) {
   std::vector<double> out;
-  for (const std::string& s : Split(list)) {
+  for (const std::string& s : SplitNames(list)) {
     size_t used = 0;
     double h = 0;
     try {
@@ -58,11 +49,11 @@ Result<std::vector<double>> Hours(const std::string& flag, const std::string& li
 
 // Every named model exists (before any work starts).
 Status CheckNames(const forecast::ForecasterRegistry& reg, const ForecastArgs& a) {
-  for (const std::string& n : Split(a.price_models)) {
+  for (const std::string& n : SplitNames(a.price_models)) {
     auto m = reg.CreatePrice(n);
     if (!m.ok()) return InvalidArgumentError("--price-models: " + m.status().message());
   }
-  for (const std::string& n : Split(a.preemption_models)) {
+  for (const std::string& n : SplitNames(a.preemption_models)) {
     auto m = reg.CreatePreemption(n);
     if (!m.ok()) return InvalidArgumentError("--preemption-models: " + m.status().message());
   }
@@ -87,7 +78,7 @@ Result<std::vector<ForecastRow>> FitAll(const forecast::ForecasterRegistry& reg,
   HistoryView v = HistoryView::Of(p, p.ticks);
   for (int z = 0; z < p.num_zones(); ++z) {
     for (const std::string& n :
-         p.has_prices() ? Split(a.price_models) : std::vector<std::string>{}) {
+         p.has_prices() ? SplitNames(a.price_models) : std::vector<std::string>{}) {
       for (double h : ph) {
         forecast::Target t{.zone = z, .horizon_ticks = v.Ticks(h)};
         SPOT_ASSIGN_OR_RETURN(auto m, reg.CreatePrice(n));
@@ -98,7 +89,7 @@ Result<std::vector<ForecastRow>> FitAll(const forecast::ForecasterRegistry& reg,
     }
     if (!p.has_availability()) continue;
     bool up = v.Up(z, p.ticks - 1);
-    for (const std::string& n : Split(a.preemption_models)) {
+    for (const std::string& n : SplitNames(a.preemption_models)) {
       for (double h : qh) {
         forecast::Target t{.zone = z, .horizon_ticks = v.Ticks(h)};
         SPOT_ASSIGN_OR_RETURN(auto m, reg.CreatePreemption(n));
@@ -132,12 +123,13 @@ Result<std::string> Backtest(const forecast::ForecasterRegistry& reg,
   SPOT_ASSIGN_OR_RETURN(auto opt, BacktestOptionsOf(a));
   std::vector<forecast::BacktestReport> reports;
   for (const Panel& p : panels) {
-    Progress bar({.label = "backtest " + p.name,
-                  .total = forecast::BacktestSeriesCount(p, Split(a.price_models).size(),
-                                                         Split(a.preemption_models).size(), opt)});
-    auto rep =
-        forecast::RunBacktest(p, reg, Split(a.price_models), Split(a.preemption_models), opt,
-                              [&bar](int64_t done, int64_t total) { bar.Update(done, "series"); });
+    Progress bar(
+        {.label = "backtest " + p.name,
+         .total = forecast::BacktestSeriesCount(p, SplitNames(a.price_models).size(),
+                                                SplitNames(a.preemption_models).size(), opt)});
+    auto rep = forecast::RunBacktest(
+        p, reg, SplitNames(a.price_models), SplitNames(a.preemption_models), opt,
+        [&bar](int64_t done, int64_t total) { bar.Update(done, "series"); });
     if (!rep.ok()) return rep.status();
     bar.Finish(fmt::format("{:.1f} s", rep->seconds));
     reports.push_back(std::move(rep).value());

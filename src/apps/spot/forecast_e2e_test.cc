@@ -5,33 +5,18 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <random>
 
-#include "apps/spot/test_process.h"
-#include "core/temp_dir.h"
+#include "apps/spot/e2e_support.h"
 
 namespace spot {
 namespace {
 
 namespace fs = std::filesystem;
 using testing::ProcessResult;
-using testing::RunProcess;
 
-class ForecastCliTest : public ::testing::Test {
+class ForecastCliTest : public testing::E2eTest {
  protected:
-  void SetUp() override {
-    tmp_.emplace(TempDir::Create(std::string("spot_forecast_e2e_") +
-                                 ::testing::UnitTest::GetInstance()->current_test_info()->name())
-                     .value());
-    dir_ = tmp_->path();
-  }
-  void TearDown() override {
-    if (HasFailure()) {
-      tmp_->Keep();
-      std::cerr << "kept for inspection: " << dir_ << "\n";
-    }
-  }
   // Six days of 10-minute ticks: up and down runs of random lengths, and a
   // price that jumps at random ticks (seeded: the same file every run).
   fs::path Trace(const std::string& stem, unsigned seed) {
@@ -53,11 +38,9 @@ class ForecastCliTest : public ::testing::Test {
     return p;
   }
   ProcessResult Spot(std::vector<std::string> args) {
-    args.insert(args.begin(), {SPOT_BIN, "forecast"});
-    return RunProcess(args, (dir_ / "out").string(), 120);
+    args.insert(args.begin(), "forecast");
+    return E2eTest::Spot(std::move(args), "out");
   }
-  std::optional<TempDir> tmp_;
-  fs::path dir_;
 };
 
 TEST_F(ForecastCliTest, ListsModels) {
@@ -104,7 +87,9 @@ TEST_F(ForecastCliTest, FitAndPredictJson) {
   auto j = nlohmann::json::parse(r.out);
   bool lifetime = false;
   for (const auto& row : j["rows"]) {
-    if (row["kind"] == "price") EXPECT_GT(row["value"].get<double>(), 0);
+    if (row["kind"] == "price") {
+      EXPECT_GT(row["value"].get<double>(), 0);
+    }
     lifetime = lifetime || row["kind"] == "lifetime";
   }
   EXPECT_TRUE(lifetime);
