@@ -2,7 +2,7 @@
 // of features.h. One model per target (zone, horizon), trained direct (no
 // recursion) on rows from evenly spaced past origins of the fit's view whose
 // outcome is known inside it:
-//   xgb:        regression (absolute error) of log(p[origin - 1 + H] / p[origin - 1]);
+//   xgb:        regression (squared error) of log(p[origin - 1 + H] / p[origin - 1]);
 //               predicts p0 * exp(y)
 //   xgb-hazard: logistic regression of "preempted within H" over up origins;
 //               predicts the climatology rate until it has >= 2 outcomes of each kind

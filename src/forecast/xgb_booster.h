@@ -15,7 +15,7 @@
 namespace spot::forecast {
 
 struct BoosterParams {
-  std::string objective = "reg:squarederror";  // "reg:absoluteerror", "binary:logistic"
+  std::string objective = "reg:squarederror";  // or "binary:logistic"
   int rounds = 60;                             // boosting rounds, >= 1
   int max_depth = 4;
   double eta = 0.1;
