@@ -78,7 +78,9 @@ class KaplanMeierHazard final : public PreemptionForecaster {
     return Status::Ok();
   }
   double Probability(const HistoryView& h, const Target& t) const override {
-    double age = double(CurrentRunTicks(h, t.zone)) * h.gap_hours();
+    // A run up for n ticks has L >= n; the event is L <= n - 1 + H (ticks), so
+    // the conditional is 1 - S(n - 1 + H) / S(n - 1).
+    double age = double(std::max<int64_t>(0, CurrentRunTicks(h, t.zone) - 1)) * h.gap_hours();
     return model_.EndProbability(age, double(t.horizon_ticks) * h.gap_hours());
   }
   std::string Describe() const override {

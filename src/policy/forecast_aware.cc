@@ -44,7 +44,9 @@ class ForecastUpPolicy final : public Policy {
     HistoryView v = WindowView(m, std::llround(opt_.history_window_hours / m.gap_hours()));
     survival_.clear();
     for (int z = 0; z < Z; ++z) survival_.push_back(forecast::SurvivalModel::FromHistory(v, z));
+    FitOutages(v);
     age_.assign(Z, 0);
+    down_age_.assign(Z, 0);
     price_at_.assign(Z, -1e18);
     predicted_.assign(Z, 0);
     prices_ = v.has_prices();
@@ -72,7 +74,7 @@ class ForecastUpPolicy final : public Policy {
     bool on_spot = obs.current.kind == InstanceKind::kSpot;
     if (z >= 0 && !on_spot && WaitForDrop(obs, z)) return {Placement::Idle()};
     if (z >= 0) return {Placement::Spot(z)};
-    if (p < ExpectedProgress(obs.job, t)) return {Placement::OnDemand()};
+    if (p < ExpectedProgress(obs.job, t) && !SpotLikelySoon(obs)) return {Placement::OnDemand()};
     return {Placement::Idle()};
   }
 
@@ -84,10 +86,44 @@ class ForecastUpPolicy final : public Policy {
   void UpdateAges(const Observation& obs) {
     for (int z = 0; z < obs.market.num_zones(); ++z) {
       bool up = obs.market.AvailableNow(z);
-      age_[z] = first_ ? CurrentRunAge(obs.market.AvailabilityHistory(z), obs.market.nodes())
-                       : (up ? age_[z] + 1 : 0);
+      auto hist = obs.market.AvailabilityHistory(z);
+      age_[z] = first_ ? CurrentRunAge(hist, obs.market.nodes()) : (up ? age_[z] + 1 : 0);
+      if (first_) {
+        down_age_[z] = 0;
+        for (size_t i = hist.size(); i-- > 0 && hist[i] < obs.market.nodes();) ++down_age_[z];
+      } else {
+        down_age_[z] = up ? 0 : down_age_[z] + 1;
+      }
     }
     first_ = false;
+  }
+
+  // Outage lengths: the survival of the down runs (a view of the inverted window).
+  void FitOutages(const HistoryView& v) {
+    down_.assign(v.num_zones(), {});
+    outage_.clear();
+    for (int z = 0; z < v.num_zones(); ++z) {
+      for (int64_t t = 0; t < v.end(); ++t) down_[z].push_back(v.Up(z, t) ? 0 : 1);
+    }
+    std::vector<forecast::ZoneSeries> zones;
+    for (const auto& d : down_) zones.push_back({{}, d});
+    HistoryView inverted(std::move(zones), v.gap_hours() * 3600, 0, 1, v.end());
+    for (int z = 0; z < v.num_zones(); ++z) {
+      outage_.push_back(forecast::SurvivalModel::FromHistory(inverted, z));
+    }
+  }
+
+  // Some zone is likely to have capacity again within spot_wait_hours, and the
+  // slack allows waiting that long twice over.
+  bool SpotLikelySoon(const Observation& obs) const {
+    const double slack = obs.remaining_time() - obs.remaining_work() - 2 * obs.job.changeover_hours;
+    if (slack < 2 * opt_.spot_wait_hours) return false;
+    double none = 1;
+    for (int z = 0; z < obs.market.num_zones(); ++z) {
+      double age_h = double(std::max<int64_t>(0, down_age_[z] - 1)) * obs.market.gap_hours();
+      none *= 1 - outage_[z].EndProbability(age_h, opt_.spot_wait_hours);
+    }
+    return 1 - none >= opt_.spot_wait_probability;
   }
 
   // P(the zone's current run ends within `hours`), from its survival model.
@@ -96,16 +132,23 @@ class ForecastUpPolicy final : public Policy {
     return survival_[z].EndProbability(age_h, hours);
   }
 
-  int LeastLikelyToEnd(const Observation& obs, int except) const {
+  // Expected $ per hour of spot in zone z over the next zone_horizon_hours:
+  // its price plus the chance of a preemption times what one costs (a
+  // changeover billed and a changeover of progress to make up, ~2 d k).
+  double Score(const Observation& obs, int z) const {
+    double q = EndProbability(obs, z, opt_.zone_horizon_hours);
+    double penalty = 2 * obs.job.changeover_hours * obs.job.ondemand_price;
+    return obs.market.PriceNow(z) + q * penalty / opt_.zone_horizon_hours;
+  }
+
+  int BestZone(const Observation& obs, int except) const {
     const MarketView& m = obs.market;
     int best = -1;
-    double best_p = 2;
+    double best_s = 0;
     for (int z = 0; z < m.num_zones(); ++z) {
       if (z == except || !m.AvailableNow(z)) continue;
-      double q = EndProbability(obs, z, opt_.zone_horizon_hours);
-      if (best < 0 || q < best_p || (q == best_p && m.PriceNow(z) < m.PriceNow(best))) {
-        best = z, best_p = q;
-      }
+      double s = Score(obs, z);
+      if (best < 0 || s < best_s) best = z, best_s = s;
     }
     return best;
   }
@@ -114,13 +157,28 @@ class ForecastUpPolicy final : public Policy {
     const MarketView& m = obs.market;
     const int cur = obs.current.zone;
     if (obs.current.kind != InstanceKind::kSpot || !m.AvailableNow(cur)) {
-      return LeastLikelyToEnd(obs, -1);
+      return BestZone(obs, -1);
     }
+    int alt = BestZone(obs, cur);
+    if (alt < 0) return cur;
     double risk = EndProbability(obs, cur, 1);
-    if (risk <= opt_.move_probability) return cur;
-    int alt = LeastLikelyToEnd(obs, cur);
-    if (alt >= 0 && EndProbability(obs, alt, 1) < risk - opt_.move_margin) return alt;
-    return cur;
+    if (risk > opt_.move_probability && EndProbability(obs, alt, 1) < risk - opt_.move_margin) {
+      return alt;
+    }
+    return WorthMoving(obs, cur, alt) ? alt : cur;
+  }
+
+  // Moving to a cheaper zone pays when the saving over the alternative's
+  // expected remaining lifetime (Kaplan-Meier, capped by the work left)
+  // exceeds what the move costs: a changeover billed there and one of progress.
+  bool WorthMoving(const Observation& obs, int cur, int alt) const {
+    const MarketView& m = obs.market;
+    double saving = m.PriceNow(cur) - m.PriceNow(alt);
+    if (saving <= 0) return false;
+    double age_h = double(std::max<int64_t>(0, age_[alt] - 1)) * m.gap_hours();
+    double hours = std::min(survival_[alt].ExpectedRemainingHours(age_h), obs.remaining_work());
+    double cost = 2 * obs.job.changeover_hours * m.PriceNow(alt);
+    return saving * hours > opt_.move_gain * cost;
   }
 
   // Idle now because zone z's price is predicted to drop enough, and the job
@@ -144,7 +202,9 @@ class ForecastUpPolicy final : public Policy {
   bool first_ = true, prices_ = false;
   std::vector<forecast::SurvivalModel> survival_;
   std::vector<std::unique_ptr<forecast::PriceForecaster>> price_models_;
-  std::vector<int64_t> age_;
+  std::vector<forecast::SurvivalModel> outage_;  // down-run survival per zone
+  std::vector<std::vector<int32_t>> down_;       // the window, inverted (1 = down)
+  std::vector<int64_t> age_, down_age_;
   std::vector<double> price_at_, predicted_;
 };
 

@@ -24,10 +24,19 @@
 namespace spot::policy {
 
 struct ForecastUpOptions {
-  double history_window_hours = 14 * 24;     // past window the survival models are fitted on
-  double zone_horizon_hours = 6;             // preemption horizon that ranks zones, > 0
-  double move_probability = 0.6;             // P(preempted within 1 h) that makes it move
-  double move_margin = 0.3;                  // the other zone must be this much less likely
+  double history_window_hours = 14 * 24;  // past window the survival models are fitted on
+  double zone_horizon_hours = 6;          // preemption horizon that ranks zones, > 0
+  double move_probability = 0.6;          // P(preempted within 1 h) that makes it move
+  double move_margin = 0.3;               // the other zone must be this much less likely
+  // Moves to a cheaper zone when the expected saving exceeds this many times
+  // the move's cost.
+  double move_gain = 2;
+  // Behind the uniform-progress line with no spot anywhere, it waits instead
+  // of buying on-demand when some zone's outage is likely to end within
+  // spot_wait_hours (Kaplan-Meier of past outage lengths given their age) and
+  // the slack exceeds twice that wait.
+  double spot_wait_hours = 1;  // > 0
+  double spot_wait_probability = 0.5;
   double price_drop = 0.1;                   // predicted relative drop worth waiting for
   double price_horizon_hours = 6;            // how far ahead it looks for the drop, > 0
   double price_refresh_hours = 1;            // price forecasts are recomputed this often

@@ -46,11 +46,31 @@ class ForecastUp : public ::testing::Test {
   std::unique_ptr<Policy> policy_ = MakeForecastUpPolicy();
 };
 
-TEST_F(ForecastUp, ChoosesTheZoneLeastLikelyToBePreempted) {
-  // Zone 0 (cheaper) lives 2 h at a time, zone 1 lives 30 h: both up now.
-  Use({MakeTrace(3600, Runs(2, 40, 1), std::vector<double>(121, 0.5)),
-       MakeTrace(3600, Runs(30, 4, 1), std::vector<double>(125, 0.9))});
+TEST_F(ForecastUp, WeighsPriceAgainstTheChanceOfPreemption) {
+  // Zone 0 lives 2 h at a time, zone 1 lives 30 h: both up now. A preemption
+  // costs ~2 d k = 0.12 $ over the 6 h horizon, so zone 0 wins only when
+  // cheaper by more than 0.02 $/h.
+  auto market = [&](double p0) {
+    Use({MakeTrace(3600, Runs(2, 40, 1), std::vector<double>(121, p0)),
+         MakeTrace(3600, Runs(30, 4, 1), std::vector<double>(125, 0.9))});
+  };
+  market(0.89);
   EXPECT_EQ(DecideAt(120, Placement::Idle()).target, Placement::Spot(1));
+  market(0.5);
+  EXPECT_EQ(DecideAt(120, Placement::Idle()).target, Placement::Spot(0));
+}
+
+TEST_F(ForecastUp, WaitsForSpotPredictedToReturn) {
+  // Outages last exactly 2 h; this one is 2 h old, so capacity is back next
+  // hour. Behind the line (UP would buy on-demand) with slack, it waits; with
+  // no slack to spare, on-demand.
+  std::vector<int32_t> a;
+  for (int r = 0; r < 20; ++r) a.insert(a.end(), {1, 1, 1, 1, 0, 0});
+  a.insert(a.end(), {1, 0, 0});
+  Use({MakeTrace(3600, a)});
+  const int64_t now = static_cast<int64_t>(a.size()) - 1;
+  EXPECT_EQ(DecideAt(now, Placement::Idle(), 0, 4).target, Placement::Idle());
+  EXPECT_EQ(DecideAt(now, Placement::Idle(), 0, 28.5).target, Placement::OnDemand());
 }
 
 TEST_F(ForecastUp, MovesBeforeAPredictedPreemption) {
