@@ -16,11 +16,11 @@ namespace spot::policy {
 
 // The job being scheduled.
 struct JobSpec {
-  double compute_hours = 48;      // C: hours of work on one (gang of) instance(s), > 0
-  double deadline_hours = 60;     // D: hours after the job's start, >= C
-  double changeover_hours = 0.2;  // d: hours lost (billed, no progress) entering an instance
-  int nodes = 1;                  // N: instances run as a gang; spot usable when count >= N
-  double ondemand_price = 3.0;    // k: $ per hour per on-demand instance
+  double compute_hours = 48;     // C: hours of work on one (gang of) instance(s), > 0
+  double deadline_hours = 60;    // D: hours after the job's start, >= C
+  double changeover_hours = 0.2; // d: hours lost (billed, no progress) entering an instance
+  int nodes = 1;                 // N: instances run as a gang; spot usable when count >= N
+  double ondemand_price = 3.0;   // k: $ per hour per on-demand instance
 };
 
 enum class InstanceKind : uint8_t { kIdle = 0, kSpot = 1, kOnDemand = 2 };
@@ -79,13 +79,13 @@ class MarketView {
 
 // Everything a policy may know at the start of a tick.
 struct Observation {
-  int64_t tick = 0;       // ticks since the job started
-  double time_hours = 0;  // = tick * gap hours
+  int64_t tick = 0;            // ticks since the job started
+  double time_hours = 0;       // = tick * gap hours
   JobSpec job;
-  double progress_hours = 0;         // compute-hours done (kept across preemptions)
-  Placement current;                 // after any preemption at this tick
+  double progress_hours = 0;   // compute-hours done (kept across preemptions)
+  Placement current;           // after any preemption at this tick
   double changeover_left_hours = 0;  // of the current instance's changeover
-  bool preempted_now = false;        // the spot instance was lost at this tick
+  bool preempted_now = false;  // the spot instance was lost at this tick
   MarketView market;
 
   double remaining_work() const { return job.compute_hours - progress_hours; }
