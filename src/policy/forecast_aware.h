@@ -1,16 +1,22 @@
 // forecast-up: Uniform Progress (uniform_progress.h) acting on forecasts
-// (forecast/) instead of only on the present:
-//   - zone choice: among zones with capacity, the one least likely to be
-//     preempted within zone_horizon_hours (Kaplan-Meier survival of that
-//     zone's past spot lifetimes given the current run's age; ties: cheapest);
+// (forecast/) instead of only on the present. Survival models (Kaplan-Meier,
+// forecast/survival.h) of each zone's spot lifetimes and outage lengths are
+// fitted on the last history_window_hours at the job's start.
+//   - zone choice: among zones with capacity, the lowest expected $ per hour
+//     over zone_horizon_hours: price + P(preempted) * 2 d k / horizon;
 //   - move before a predicted preemption: on spot in a zone whose chance of a
 //     preemption within the next hour exceeds move_probability, it moves to a
-//     zone with capacity whose chance is at least move_margin lower (one
-//     changeover now instead of a preemption and a changeover later);
+//     zone with capacity whose chance is at least move_margin lower; it also
+//     moves to a cheaper zone when the saving over that zone's expected
+//     remaining lifetime exceeds move_gain times the move's cost (2 d p);
+//   - wait for spot: behind the uniform-progress line with no capacity
+//     anywhere, UP buys on-demand; this policy waits when some zone's outage
+//     is likely (>= spot_wait_probability) to end within spot_wait_hours and
+//     the slack (R - W - 2d) is at least twice that;
 //   - wait for a predicted price drop: off spot with capacity available, when
 //     the price model (default Holt-Winters on hourly means) predicts the
-//     best zone's price to fall by price_drop within price_horizon_hours and
-//     the job would still be on the uniform-progress line after waiting, it
+//     zone's price to fall by price_drop within price_horizon_hours and the
+//     job would still be on the uniform-progress line after waiting, it
 //     stays idle;
 //   - its safety net is UP's, latched, so it meets every deadline UP meets
 //     (the property tests of sim/ check it).

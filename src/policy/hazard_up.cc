@@ -84,8 +84,8 @@ class HazardUpPolicy final : public Policy {
   bool WorthLeaving(const Observation& obs, int z, bool from_od) const {
     double k = obs.job.ondemand_price, ps = obs.market.PriceNow(z);
     if (ps >= k) return false;
-    double breakeven =
-        opt_.breakeven_scale * (from_od ? 2 : 1) * k * obs.job.changeover_hours / (k - ps);
+    double breakeven = opt_.breakeven_scale * (from_od ? 2 : 1) * k *
+                       obs.job.changeover_hours / (k - ps);
     return ResidualHours(obs, z) > breakeven;
   }
 

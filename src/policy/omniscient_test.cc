@@ -28,8 +28,8 @@ Result<OmniscientPlan> Solve(const market::Trace& t, const JobSpec& job, int64_t
 // + ...) is dearer. So the optimum is $3.0 with spot, spot.
 TEST(OmniscientHand, UsesBothRuns) {
   auto t = MakeTrace(3600, {1, 1, 0, 0, 1, 1, 1});
-  JobSpec job{
-      .compute_hours = 2, .deadline_hours = 5, .changeover_hours = 0.5, .ondemand_price = 3};
+  JobSpec job{.compute_hours = 2, .deadline_hours = 5, .changeover_hours = 0.5,
+              .ondemand_price = 3};
   auto plan = Solve(t, job);
   ASSERT_TRUE(plan.ok() && plan->feasible);
   EXPECT_TRUE(plan->exact);
@@ -52,8 +52,8 @@ TEST(OmniscientHand, Infeasible) {
 // exact optimum (K = 13): rounding is in the bound's favour.
 TEST(OmniscientProperty, CoarseGridIsALowerBound) {
   std::mt19937_64 rng(5);
-  JobSpec job{
-      .compute_hours = 3, .deadline_hours = 4.2, .changeover_hours = 0.2, .ondemand_price = 3};
+  JobSpec job{.compute_hours = 3, .deadline_hours = 4.2, .changeover_hours = 0.2,
+              .ondemand_price = 3};
   for (int trial = 0; trial < 20; ++trial) {
     auto t = RandomTrace(rng, 195, 300, 15, 10, trial % 2);
     auto exact = Solve(t, job);

@@ -47,11 +47,8 @@ class UpRules : public ::testing::Test {
   Decision At(double t, double p, Placement cur, bool spot) {
     const market::Trace* z[] = {spot ? zones_[1] : zones_[0]};
     spans_.assign(z, z + 1);
-    Observation o{.tick = static_cast<int64_t>(t),
-                  .time_hours = t,
-                  .job = job_,
-                  .progress_hours = p,
-                  .current = cur,
+    Observation o{.tick = static_cast<int64_t>(t), .time_hours = t, .job = job_,
+                  .progress_hours = p, .current = cur,
                   .market = MarketView(spans_, static_cast<int64_t>(t), 1)};
     return up_->Decide(o);
   }

@@ -55,15 +55,14 @@ void RegisterBuiltinPolicies(PolicyRegistry& r) {
   add("od", "on-demand only", [] { return MakeOnDemandPolicy(); });
   add("greedy", "spot when available, else idle; latched on-demand when R < C_left + 2d",
       [] { return MakeGreedyPolicy(); });
-  add("up", "Uniform Progress (Can't Be Late, NSDI'24)",
-      [] { return MakeUniformProgressPolicy(); });
+  add("up", "Uniform Progress (Can't Be Late, NSDI'24)", [] { return MakeUniformProgressPolicy(); });
   add("omniscient", "exact minimum cost knowing the future (DP; a lower bound)",
       [] { return MakeOmniscientPolicy(); });
   add("hazard-up", "ours: UP whose spot use follows the zones' history (survival, hour of day)",
       [] { return MakeHazardUpPolicy(); });
   add("forecast-up",
-      "ours: UP acting on forecasts (zone least likely to be preempted, moves before a predicted "
-      "preemption, waits for a predicted price drop when ahead)",
+      "ours: UP acting on forecasts (zone by price and preemption risk, moves before a predicted "
+      "preemption, waits for spot predicted to return or a predicted price drop when slack allows)",
       [] { return MakeForecastUpPolicy(); });
 }
 

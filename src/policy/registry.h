@@ -21,7 +21,7 @@ class PolicyRegistry {
   Status Register(const std::string& name, std::string help, Factory factory);
   // A fresh policy; NotFound (naming the known ones) for an unknown name.
   Result<std::unique_ptr<Policy>> Create(const std::string& name) const;
-  std::vector<std::string> Names() const;                  // sorted
+  std::vector<std::string> Names() const;  // sorted
   const std::string& Help(const std::string& name) const;  // REQUIRES: registered
 
  private:

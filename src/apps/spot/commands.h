@@ -28,22 +28,22 @@ int RunTrain(const TrainArgs& args);
 
 // `spot sim policies | run | eval` (sim_command.cc; flags in docs/spotsim.md).
 struct SimArgs {
-  std::string action;               // "policies", "run" or "eval"
-  std::vector<std::string> traces;  // --trace, repeatable; none: synthetic zones
-  std::string prices;               // --prices F.csv
-  bool multi_zone = false;          // --multi-zone: all traces are zones of one market
+  std::string action;                 // "policies", "run" or "eval"
+  std::vector<std::string> traces;    // --trace, repeatable; none: synthetic zones
+  std::string prices;                 // --prices F.csv
+  bool multi_zone = false;            // --multi-zone: all traces are zones of one market
   std::string policies = "od,greedy,up,hazard-up,omniscient";  // eval: --policies
-  std::string policy = "up";                                   // run: --policy
+  std::string policy = "up";          // run: --policy
   double compute_hours = 48;
   double deadline_hours = 60;
   double changeover_hours = 0.2;
   double ondemand_price = 3;
   int nodes = 1;
   int samples = 300;
-  int64_t start_tick = 0;        // run: --start-tick
-  std::string format = "table";  // json | table
-  std::string svg;               // run: --svg FILE
-  uint64_t seed = 1;             // synthetic market seed
+  int64_t start_tick = 0;             // run: --start-tick
+  std::string format = "table";       // json | table
+  std::string svg;                    // run: --svg FILE
+  uint64_t seed = 1;                  // synthetic market seed
 };
 
 CLI::App* AddSimCommand(CLI::App& app, SimArgs* args);
@@ -80,12 +80,12 @@ struct CkptArgs {
   std::string dir;          // --dir
   std::string durable_dir;  // --durable-dir
   int64_t id = -1;
-  int64_t other = -1;  // diff: the second version
+  int64_t other = -1;       // diff: the second version
   std::string format = "table";
   bool all = false;
   bool dry_run = false;
-  int keep = 0;     // gc: override keep_last
-  std::string out;  // export: output file
+  int keep = 0;             // gc: override keep_last
+  std::string out;          // export: output file
 };
 
 CLI::App* AddCkptCommand(CLI::App& app, CkptArgs* args);

@@ -2,6 +2,7 @@
 //
 // Exit codes: 0 success, 1 runtime failure, 2 bad input (job file, flags).
 #include <CLI/CLI.hpp>
+
 #include <cstdio>
 
 #include "apps/spot/commands.h"
