@@ -106,7 +106,7 @@ TEST(Climatology, RateOfEventsAmongUpOrigins) {
   EXPECT_NEAR(c->Probability(v, {.zone = 0, .horizon_ticks = 1}), 1.0 / 3, 0.01);
 }
 
-TEST(Gbt, DeterministicAndBetterThanClimatologyInSample) {
+TEST(Gbt, DeterministicWithFixedSeedAndThreads) {
   Panel p = SyntheticPanel(2, 6);
   ForecasterRegistry r;
   RegisterBuiltinForecasters(r, {.xgb_rounds = 20, .xgb_max_rows = 800});
