@@ -13,7 +13,8 @@ using testing::MakeTrace;
 TEST(Registry, BuiltinsByName) {
   PolicyRegistry r;
   RegisterBuiltinPolicies(r);
-  EXPECT_EQ(r.Names(), (std::vector<std::string>{"greedy", "hazard-up", "od", "omniscient", "up"}));
+  EXPECT_EQ(r.Names(), (std::vector<std::string>{"forecast-up", "greedy", "hazard-up", "od",
+                                                 "omniscient", "up"}));
   for (const auto& n : r.Names()) {
     auto p = r.Create(n);
     ASSERT_TRUE(p.ok());
@@ -21,7 +22,7 @@ TEST(Registry, BuiltinsByName) {
   }
   auto bad = r.Create("nope");
   EXPECT_EQ(bad.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(bad.status().message().find("known: greedy"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("known: forecast-up, greedy"), std::string::npos);
   EXPECT_FALSE(r.Register("up", "", [] { return MakeUniformProgressPolicy(); }).ok());
   EXPECT_TRUE((*r.Create("omniscient"))->needs_future());
 }

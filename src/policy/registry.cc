@@ -1,6 +1,7 @@
 #include "policy/registry.h"
 
 #include "policy/baseline_policies.h"
+#include "policy/forecast_aware.h"
 #include "policy/hazard_up.h"
 #include "policy/omniscient.h"
 #include "policy/uniform_progress.h"
@@ -59,6 +60,10 @@ void RegisterBuiltinPolicies(PolicyRegistry& r) {
       [] { return MakeOmniscientPolicy(); });
   add("hazard-up", "ours: UP whose spot use follows the zones' history (survival, hour of day)",
       [] { return MakeHazardUpPolicy(); });
+  add("forecast-up",
+      "ours: UP acting on forecasts (zone by price and preemption risk, moves before a predicted "
+      "preemption, waits for spot predicted to return or a predicted price drop when slack allows)",
+      [] { return MakeForecastUpPolicy(); });
 }
 
 }  // namespace spot::policy

@@ -32,7 +32,7 @@ class PolicyRegistry {
   std::map<std::string, Entry> entries_;
 };
 
-// od, greedy, up, omniscient, hazard-up.
+// od, greedy, up, omniscient, hazard-up, forecast-up.
 void RegisterBuiltinPolicies(PolicyRegistry& registry);
 
 }  // namespace spot::policy

@@ -110,7 +110,7 @@ TEST_P(PropertyTest, BoundAndDeadlines) {
     auto plan = policy::SolveOmniscient({zones, start}, job);
     ASSERT_TRUE(plan.ok());
     ASSERT_TRUE(plan->exact);
-    for (const char* name : {"od", "greedy", "up", "hazard-up"}) {
+    for (const char* name : {"od", "greedy", "up", "hazard-up", "forecast-up"}) {
       auto p = registry.Create(name);
       RunResult r = SimulateJob(**p, zones, start, job);
       if (plan->feasible) {

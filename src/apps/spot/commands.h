@@ -82,6 +82,30 @@ struct SimArgs {
 CLI::App* AddSimCommand(CLI::App& app, SimArgs* args);
 int RunSim(const SimArgs& args);
 
+// `spot forecast models | fit | predict | backtest` (forecast_command.cc; docs/forecast.md).
+struct ForecastArgs {
+  std::string action;               // "models", "fit", "predict" or "backtest"
+  std::vector<std::string> traces;  // --trace, repeatable: zones of one market
+  std::string prices;               // --prices F.csv
+  double tick_seconds = 0;          // --tick-seconds of a price CSV
+  std::string all;                  // --all DIR: every record of a data directory
+  int min_count = 1;                // --min-count: a tick is up with >= this many instances
+  uint64_t seed = 1;                // synthetic market seed
+  std::string price_models = "last,seasonal-day,seasonal-week,moving-average,holt-winters,xgb";
+  std::string preemption_models = "climatology,hourly-climatology,km,xgb-hazard";
+  std::string price_horizons = "1,6,24";    // hours
+  std::string preemption_horizons = "1,6";  // hours
+  double step_hours = 1;                    // backtest: hours between origins
+  double refit_hours = 72;                  // backtest: refit interval
+  std::string format = "table";             // json | table
+  std::string out;                          // --out FILE: write the output there (atomically)
+  std::string svg;                          // backtest: --svg FILE, the calibration plot
+  int xgb_threads = 1;                      // --threads of XGBoost
+};
+
+CLI::App* AddForecastCommand(CLI::App& app, ForecastArgs* args);
+int RunForecast(const ForecastArgs& args);
+
 // `spot ckpt list | show | verify | diff | rollback | gc | export` (ckpt_command.cc).
 struct CkptArgs {
   std::string action;

@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   CLI::App* rdzv = spot::cli::AddRendezvousCommand(app, &rdzv_args);
   spot::cli::SimArgs sim_args;
   CLI::App* sim = spot::cli::AddSimCommand(app, &sim_args);
+  spot::cli::ForecastArgs forecast_args;
+  CLI::App* forecast = spot::cli::AddForecastCommand(app, &forecast_args);
   spot::cli::CkptArgs ckpt_args;
   CLI::App* ckpt = spot::cli::AddCkptCommand(app, &ckpt_args);
 
@@ -39,6 +41,7 @@ int main(int argc, char** argv) {
   if (worker->parsed()) return spot::cli::RunWorkerCommand(worker_args);
   if (rdzv->parsed()) return spot::cli::RunRendezvous(rdzv_args);
   if (sim->parsed()) return spot::cli::RunSim(sim_args);
+  if (forecast->parsed()) return spot::cli::RunForecast(forecast_args);
   if (ckpt->parsed()) return spot::cli::RunCkpt(ckpt_args);
   return spot::cli::kExitBadInput;
 }

@@ -5,9 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <sstream>
-
 #include "apps/spot/commands.h"
+#include "apps/spot/name_list.h"
 #include "apps/spot/sim_market.h"
 #include "apps/spot/sim_report.h"
 #include "core/file_io.h"
@@ -41,15 +40,6 @@ policy::JobSpec JobOf(const SimArgs& a) {
   return {.compute_hours = a.compute_hours, .deadline_hours = a.deadline_hours,
           .changeover_hours = a.changeover_hours, .nodes = a.nodes,
           .ondemand_price = a.ondemand_price};
-}
-
-std::vector<std::string> SplitNames(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string n; std::getline(in, n, ',');) {
-    if (!n.empty()) out.push_back(n);
-  }
-  return out;
 }
 
 int Fail(const Status& s) {
