@@ -175,8 +175,10 @@ TEST_P(CompressionCastTest, SumMatchesExactAndRanksAgreeBitwise) {
       at::Tensor flat = ToTensor(RandomGrad(rank, kNumel));
       auto stats = reducer->AllReduceSum(pg, flat, kTimeout);
       ASSERT_TRUE(stats.ok()) << stats.status().ToString();
-      EXPECT_EQ(stats->bytes_sent, bytes[i]);
-      EXPECT_EQ(stats->collectives, 1);
+      // fp16 first gathers each rank's peak (8 bytes) for the common scale.
+      const bool gathers_peak = kinds[i] == Compression::kFp16;
+      EXPECT_EQ(stats->bytes_sent, bytes[i] + (gathers_peak ? 8 : 0));
+      EXPECT_EQ(stats->collectives, gathers_peak ? 2 : 1);
       got[i][rank] = ToFloats(flat);
     }
   });

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -18,22 +19,23 @@
 
 namespace spot::testing {
 
-// An MLP job on `train_limit` images at batch 32, with short timeouts
-// (collective_timeout_s 5 unless `distributed_extra` sets it).
+// An MLP job on `train_limit` images at batch 32, with short timeouts: the
+// `distributed:` defaults below unless `distributed_extra` sets the field.
 inline std::string ElasticJobYaml(const std::filesystem::path& out, int64_t epochs,
                                   int64_t train_limit, const std::string& distributed_extra) {
+  std::string distributed = distributed_extra;
+  for (const char* d : {"join_window_s: 0.3", "liveness_ttl_s: 2", "collective_timeout_s: 5"}) {
+    std::string key(d, std::strchr(d, ':'));
+    if (distributed_extra.find(key + ":") == std::string::npos) distributed += fmt::format("  {}\n", d);
+  }
   return fmt::format(
       "name: elastic\nmodel: mlp\ndataset:\n  path: {}\n  train_limit: {}\n  test_limit: 1000\n"
       "batch_size: 32\nepochs: {}\nseed: 3\nthreads: 1\n"
       "optimizer:\n  type: sgd\n  lr: 0.05\n"
       "checkpoint:\n  interval_steps: 50\n"
       "output_dir: {}\n"
-      "distributed:\n  join_window_s: 0.3\n  liveness_ttl_s: 2\n{}{}",
-      kDataset, train_limit, epochs, out.string(),
-      distributed_extra.find("collective_timeout_s") == std::string::npos
-          ? "  collective_timeout_s: 5\n"
-          : "",
-      distributed_extra);
+      "distributed:\n{}",
+      kDataset, train_limit, epochs, out.string(), distributed);
 }
 
 struct SampleRecord {

@@ -56,7 +56,9 @@ TEST_F(ElasticTest, KilledWorkersNeverSkipOrRepeatASampleAndSurvivorsFinish) {
   // 4 workers, 3 epochs of 3,200 images (300 steps); SIGKILL a random worker
   // at two random steps. The launcher declares each dead at once.
   fs::path out = dir_ / "run";
-  fs::path job = WriteJob("job", ElasticJobYaml(out, 3, 3200, "  min_workers: 1\n"));
+  // The first generation waits for all four, however slowly they start.
+  fs::path job = WriteJob(
+      "job", ElasticJobYaml(out, 3, 3200, "  max_workers: 4\n  join_window_s: 60\n"));
   fs::path steps = dir_ / "steps.csv";
   fs::path logs = dir_ / "workers";
   ChildProcess launcher({SPOT_BIN, "train", job.string(), "--nproc", "4", "--plain",
@@ -172,9 +174,12 @@ TEST_F(ElasticTest, EtcdBackendReformsWhenAKilledWorkersLeaseExpires) {
   if (!etcd.ok()) GTEST_SKIP() << etcd.status().message();
   std::string url = "etcd://" + (*etcd)->endpoint().substr(std::string("http://").size());
   fs::path out = dir_ / "run";
-  // last_call far away: the survivors can only go on once etcd expires the
-  // dead worker's lease (2 s).
-  fs::path job = WriteJob("job", ElasticJobYaml(out, 2, 3200, "  last_call_s: 60\n"));
+  // All three in the first generation (it waits for max_workers however slowly
+  // they start); last_call far away: the survivors can only go on once etcd
+  // expires the dead worker's lease (2 s).
+  fs::path job = WriteJob("job", ElasticJobYaml(out, 2, 3200,
+                                                "  max_workers: 3\n  join_window_s: 60\n"
+                                                "  last_call_s: 60\n"));
   fs::path steps = dir_ / "steps.csv";
   std::vector<std::unique_ptr<ChildProcess>> ws;
   for (std::string id : {"a", "b", "c"}) {
@@ -374,7 +379,7 @@ TEST_F(ElasticTest, EveryCompressionChoiceTrainsAndSendsWhatItPromises) {
   for (std::string c : {"none", "fp16", "bf16", "powersgd", "topk"}) {
     fs::path out = dir_ / c;
     fs::path job = WriteJob(c, ElasticJobYaml(out, 2, 12000,
-                                              "  compression: " + c + "\n" +
+                                              "  compression: " + c + "\n  max_workers: 2\n  join_window_s: 60\n" +
                                                   (c == "powersgd" || c == "topk"
                                                        ? "  compression_warmup_steps: 100\n"
                                                        : "")));
