@@ -30,9 +30,10 @@ demo: build
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(TEST_JOBS)
 
-# The checkpoint fault campaign: 24 SIGKILLs at random moments during saves,
-# each followed by a full verification of what is visible and a bitwise resume
-# (`make test` runs the same test with 4).
+# The fault campaigns: 24 SIGKILLs at random moments during checkpoint saves,
+# each followed by a full verification of what is visible and a bitwise resume,
+# and 6 elastic runs of 4 workers with 3 of them SIGKILLed one by one, each
+# checked for every sample exactly once (`make test` runs them with 4 and 1).
 fault: build
 	SPOT_FAULT_TRIALS=24 ctest --test-dir $(BUILD) --output-on-failure -L fault
 

@@ -126,7 +126,9 @@ inline void ExpectEverySampleOnce(const std::vector<SampleRecord>& records, int6
       at = e;
     }
     bool last_epoch = epoch == epochs.rbegin()->first;
-    if (!last_epoch) EXPECT_EQ(at, n) << "epoch " << epoch << " ended early";
+    if (!last_epoch) {
+      EXPECT_EQ(at, n) << "epoch " << epoch << " ended early";
+    }
   }
 }
 
