@@ -25,6 +25,7 @@
 #include "ckpt/format.h"
 #include "ckpt/interval.h"
 #include "ckpt/store.h"
+#include "ckpt_figures.h"
 #include "cpu_load.h"
 #include "report.h"
 #include "train/fashion_mnist.h"
@@ -40,19 +41,6 @@ using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
-
-std::string Mb(double bytes) { return fmt::format("{:.1f}", bytes / 1e6); }
-std::string Verdict(bool pass) { return pass ? "PASS" : "MISS"; }
-
-constexpr int kWarmupSaves = 2;
-constexpr int kTorchSaves = 3;       // torch::save reps (reference only)
-constexpr int kLongDeltaSteps = 10;  // the "across 10 steps" delta
-constexpr int kRestoreChainDepth = 3;
-constexpr double kGoalBlocking = 1.5;    // ours / memcpy
-constexpr double kGoalOverhead = 0.01;   // of training time, at the default interval
-constexpr double kGoalFullRatio = 1.15;  // raw / shuffle-zstd
-constexpr double kGoalDeltaRatio = 1.7;  // raw / xor-delta against the previous step
-constexpr double kGoalCodecMbps = 500;   // per core, encode and decode
 
 // ---------------------------------------------------------------------------
 // The two training states.
@@ -254,13 +242,6 @@ using ckpt::MemoryBlobStore;
 // ---------------------------------------------------------------------------
 // 1. Blocking time per save.
 
-struct BlockingFigures {
-  std::vector<double> ours_s, memcpy_s, torch_save_s;
-  uint64_t snapshot_bytes = 0;  // payload of our snapshot
-  uint64_t memcpy_bytes = 0;
-  uint64_t torch_bytes = 0;  // torch::save's two files
-};
-
 Result<BlockingFigures> MeasureBlocking(Subject& s, const CkptBenchOptions& o,
                                         const std::string& dir) {
   BlockingFigures f;
@@ -319,25 +300,6 @@ Result<BlockingFigures> MeasureBlocking(Subject& s, const CkptBenchOptions& o,
 
 // ---------------------------------------------------------------------------
 // 2. Training-time overhead.
-
-enum class Arm { kPlain = 0, kDefault = 1, kAggressive = 2 };
-constexpr std::array<Arm, 3> kArms = {Arm::kPlain, Arm::kDefault, Arm::kAggressive};
-
-struct RunFigures {
-  double wall_s = 0;   // steps, saves' blocking, the job-start save, the final Flush
-  double flush_s = 0;  // of which waiting for the last saves to be written
-  int64_t steps = 0;
-  int saves = 0;
-  int delta_saves = 0;
-  double blocking_s = 0;                            // sum over the run's saves
-  std::vector<double> full_write_s, delta_write_s;  // writer thread, per save
-  std::vector<double> step_s;                       // each step's time
-  std::vector<bool> busy;                           // whether a write overlapped the step
-  int64_t faults = 0;            // minor page faults the training thread took in its steps
-  double policy_cost_s = 0;      // the IntervalPolicy's own estimate of one save's cost
-  double policy_interval_s = 0;  // and the interval it would use next
-  double other_cores = 0;
-};
 
 // Minor page faults taken by the calling thread so far.
 int64_t MainThreadFaults() {
@@ -434,13 +396,6 @@ Result<RunFigures> TrainRun(Subject& s, Arm arm, int64_t steps, double aggressiv
 // ---------------------------------------------------------------------------
 // 3. Bytes per save, and 4. codec throughput.
 
-struct BytesRow {
-  std::string what;
-  uint64_t stored = 0;
-  std::string codecs;
-  std::string by_group;  // raw / stored of model/, exp_avg and exp_avg_sq records
-};
-
 // "model 1.52x, exp_avg 1.20x, exp_avg_sq 1.31x, other 2.00x" for a file's records.
 std::string RatiosByGroup(const ckpt::CheckpointFile& f) {
   std::map<std::string, std::pair<uint64_t, uint64_t>> groups;  // raw, stored
@@ -462,12 +417,6 @@ std::string RatiosByGroup(const ckpt::CheckpointFile& f) {
   }
   return out;
 }
-
-struct CodecRow {
-  ckpt::Codec codec;
-  uint64_t raw_bytes = 0, stored_bytes = 0;
-  double encode_s = 0, decode_s = 0;
-};
 
 // Writes `c` as a checkpoint file into `mem` and decodes it again (against
 // `base`, for a delta): ReadAll checks every record against the checksum of
@@ -607,13 +556,6 @@ Result<CodecRow> MeasureCodec(ckpt::Codec c, const ckpt::Container& before,
 // ---------------------------------------------------------------------------
 // 5. Restore time.
 
-struct RestoreFigures {
-  std::vector<double> full_s, delta_s, torch_s;
-  std::vector<double> full_load_s, delta_load_s;  // of which LoadNewestValid
-  int delta_depth = 0;
-  uint64_t full_file_bytes = 0;
-};
-
 Result<RestoreFigures> MeasureRestore(Subject& s, const CkptBenchOptions& o, const std::string& dir,
                                       ckpt::Container* scratch) {
   RestoreFigures f;
@@ -688,20 +630,6 @@ Result<RestoreFigures> MeasureRestore(Subject& s, const CkptBenchOptions& o, con
 
 // ---------------------------------------------------------------------------
 
-struct SubjectFigures {
-  std::string key, title;
-  int64_t params = 0;
-  int64_t run_steps = 0;
-  double aggressive_s = 0;
-  BlockingFigures blocking;
-  std::map<Arm, std::vector<RunFigures>> runs;
-  uint64_t payload = 0;
-  std::vector<BytesRow> bytes;
-  std::vector<CodecRow> codecs;
-  RestoreFigures restore;
-  double other_cores = 0;  // used by other processes while this state was measured
-};
-
 Result<SubjectFigures> MeasureSubject(const std::string& key, const Data& data,
                                       const CkptBenchOptions& o) {
   const std::string dir = o.work_dir + "/ckpt/" + key;
@@ -775,302 +703,6 @@ Result<SubjectFigures> MeasureSubject(const std::string& key, const Data& data,
   return f;
 }
 
-// ---------------------------------------------------------------------------
-// The report.
-
-std::vector<double> Scaled(const std::vector<double>& v, double k) {
-  std::vector<double> out;
-  for (double x : v) out.push_back(x * k);
-  return out;
-}
-
-template <typename Fn>
-std::vector<double> Map(const std::vector<RunFigures>& runs, Fn fn) {
-  std::vector<double> out;
-  for (const RunFigures& r : runs) out.push_back(fn(r));
-  return out;
-}
-
-double StepsPerS(const RunFigures& r) { return static_cast<double>(r.steps) / r.wall_s; }
-
-std::string BlockingSection(const std::vector<SubjectFigures>& all, const CkptBenchOptions& o) {
-  Table t({"state", "snapshot MB", "ours ms", "memcpy ms", "ours / memcpy", "goal", "result",
-           "torch::save ms", "torch::save / ours"});
-  std::string raw;
-  for (const SubjectFigures& f : all) {
-    const BlockingFigures& b = f.blocking;
-    double ours = Median(b.ours_s), anchor = Median(b.memcpy_s), ts = Median(b.torch_save_s);
-    double ratio = ours / anchor;
-    t.AddRow({f.title, Mb(static_cast<double>(b.snapshot_bytes)), fmt::format("{:.2f}", ours * 1e3),
-              fmt::format("{:.2f}", anchor * 1e3), fmt::format("{:.3f}x", ratio),
-              fmt::format("<= {:.1f}x", kGoalBlocking), Verdict(ratio <= kGoalBlocking),
-              fmt::format("{:.1f}", ts * 1e3), fmt::format("{:.1f}x", ts / ours)});
-    raw += fmt::format(
-        "- {}: ours {}, memcpy {}, torch::save {} (ms; memcpy copies {} MB)\n", f.key,
-        FormatList(Scaled(b.ours_s, 1e3), 2), FormatList(Scaled(b.memcpy_s, 1e3), 2),
-        FormatList(Scaled(b.torch_save_s, 1e3), 1), Mb(static_cast<double>(b.memcpy_bytes)));
-  }
-  return fmt::format(
-      "### 1. Blocking time per save\n\n"
-      "Ours: AsyncSaver Acquire + Container::Recycle + CaptureTrainState + Submit, what "
-      "trainer.cc's SaveCheckpoint makes training wait for (the encode and write run on the "
-      "saver's thread, untimed here: each save waits for the previous write with Flush first). "
-      "Median of {} saves after {} warm-up saves, so snapshot buffers are reused. Anchor: "
-      "std::memcpy of the same parameter, buffer and Adam-moment tensors into preallocated, "
-      "touched buffers, alternating with ours. torch::save: model and optimizer to two files "
-      "(page cache, no fsync), median of {}.\n\n{}\nAll reps:\n{}",
-      o.saves, kWarmupSaves, kTorchSaves, t.ToMarkdown(), raw);
-}
-
-std::string OverheadSection(const std::vector<SubjectFigures>& all, const CkptBenchOptions& o) {
-  Table t({"state", "arm", "steps/run", "saves/run", "run s", "steps/s", "time vs plain", "goal",
-           "result", "others"});
-  Table s({"state", "C per save (measured)", "steps during writes", "steps after writes",
-           "blocking + flush", "policy's estimate of C", "policy interval T", "C / T", "goal",
-           "result"});
-  std::string raw, writes;
-  for (const SubjectFigures& f : all) {
-    const auto& plain = f.runs.at(Arm::kPlain);
-    std::vector<double> plain_walls = Map(plain, [](const RunFigures& r) { return r.wall_s; });
-    double plain_wall = Median(plain_walls);
-    // The spread of the plain runs: differences smaller than this are noise.
-    double spread_s = *std::max_element(plain_walls.begin(), plain_walls.end()) -
-                      *std::min_element(plain_walls.begin(), plain_walls.end());
-    for (Arm arm : kArms) {
-      const auto& runs = f.runs.at(arm);
-      double wall = Median(Map(runs, [](const RunFigures& r) { return r.wall_s; }));
-      double saves = Median(Map(runs, [](const RunFigures& r) { return double(r.saves); }));
-      double overhead = wall / plain_wall - 1;
-      std::string name = arm == Arm::kPlain ? "no checkpointing"
-                         : arm == Arm::kDefault
-                             ? "default policy (trainer.cc)"
-                             : fmt::format("a save every {:g} s", f.aggressive_s);
-      double others = Median(Map(runs, [](const RunFigures& r) { return r.other_cores; }));
-      t.AddRow({f.title, name, fmt::format("{}", f.run_steps), fmt::format("{:g}", saves),
-                fmt::format("{:.1f}", wall), fmt::format("{:.2f}", Median(Map(runs, StepsPerS))),
-                arm == Arm::kPlain ? "" : fmt::format("{:+.2f}%", overhead * 100),
-                arm == Arm::kDefault ? fmt::format("<= {:g}%", kGoalOverhead * 100) : "",
-                arm != Arm::kDefault ? ""
-                : overhead < 0
-                    ? std::string("n/a (window; faster than plain: run-to-run variation)")
-                : std::fabs(wall - plain_wall) < spread_s
-                    ? fmt::format("{} (window; within the plain runs' spread, {:.0f}%)",
-                                  Verdict(overhead <= kGoalOverhead), spread_s / plain_wall * 100)
-                    : Verdict(overhead <= kGoalOverhead) + " (window)",
-                fmt::format("{:.2f}", others)});
-      raw += fmt::format(
-          "- {} {}: steps/s {}, flush s {}, page faults per step {}, saves {}, "
-          "others {} cores\n",
-          f.key, name, FormatList(Map(runs, StepsPerS), 2),
-          FormatList(Map(runs, [](const RunFigures& r) { return r.flush_s; }), 2),
-          FormatList(
-              Map(runs, [](const RunFigures& r) { return double(r.faults) / double(r.steps); })),
-          FormatList(Map(runs, [](const RunFigures& r) { return double(r.saves); })),
-          FormatList(Map(runs, [](const RunFigures& r) { return r.other_cores; }), 2));
-      if (arm != Arm::kPlain) {
-        std::vector<double> full, delta;
-        for (const RunFigures& r : runs) {
-          full.insert(full.end(), r.full_write_s.begin(), r.full_write_s.end());
-          delta.insert(delta.end(), r.delta_write_s.begin(), r.delta_write_s.end());
-        }
-        writes += fmt::format("- {} {}: full {} ms, delta {} ms\n", f.key, name,
-                              FormatList(Scaled(full, 1e3)), FormatList(Scaled(delta, 1e3)));
-      }
-    }
-    // Steady state of the default policy: the measured cost of a save (extra
-    // wall time over the paired plain run, per save) over the interval the
-    // policy chose after measuring that save itself.
-    const auto& def = f.runs.at(Arm::kDefault);
-    std::vector<double> cost;
-    for (size_t i = 0; i < def.size() && i < plain.size(); ++i) {
-      cost.push_back((def[i].wall_s - plain[i].wall_s) / std::max(1, def[i].saves));
-    }
-    double c = Median(cost);
-    // Where C went, against the paired plain run's median step: steps a write
-    // overlapped, steps after the writes were done, and blocking + Flush.
-    std::vector<double> during, after, rest;
-    for (size_t i = 0; i < def.size() && i < plain.size(); ++i) {
-      double base = Median(plain[i].step_s);
-      double d = 0, a = 0;
-      for (size_t k = 0; k < def[i].step_s.size(); ++k) {
-        (def[i].busy[k] ? d : a) += def[i].step_s[k] - base;
-      }
-      double saves = std::max(1, def[i].saves);
-      during.push_back(d / saves);
-      after.push_back(a / saves);
-      rest.push_back((def[i].blocking_s + def[i].flush_s) / saves);
-    }
-    double saves_per_run = Median(Map(def, [](const RunFigures& r) { return double(r.saves); }));
-    double est = Median(Map(def, [](const RunFigures& r) { return r.policy_cost_s; }));
-    double interval = Median(Map(def, [](const RunFigures& r) { return r.policy_interval_s; }));
-    double share = std::max(0.0, c) / interval;
-    s.AddRow({f.title, fmt::format("{:.1f} ms", c * 1e3),
-              fmt::format("{:+.1f} ms", Median(during) * 1e3),
-              fmt::format("{:+.1f} ms", Median(after) * 1e3),
-              fmt::format("{:.1f} ms", Median(rest) * 1e3), fmt::format("{:.1f} ms", est * 1e3),
-              fmt::format("{:.1f} s", interval), fmt::format("{:.2f}%", share * 100),
-              fmt::format("<= {:g}%", kGoalOverhead * 100),
-              c <= 0 ? std::string("n/a: C < 0, run-to-run variation exceeds a save's cost")
-              : c * saves_per_run < spread_s
-                  ? fmt::format("n/a: C is within the plain runs' spread ({:.1f} s)", spread_s)
-                  : Verdict(share <= kGoalOverhead)});
-    raw += fmt::format(
-        "- {} cost per save (default - plain, paired runs) {} ms; policy "
-        "estimates {} ms, intervals {} s\n",
-        f.key, FormatList(Scaled(cost, 1e3), 1),
-        FormatList(Scaled(Map(def, [](const RunFigures& r) { return r.policy_cost_s; }), 1e3), 1),
-        FormatList(Map(def, [](const RunFigures& r) { return r.policy_interval_s; }), 1));
-  }
-  return fmt::format(
-      "### 2. Training-time overhead\n\n"
-      "Real training steps (batch {}), {} runs per arm, the arms alternating (order rotated "
-      "each round). A run's time (\"run s\", median) covers its steps, the saves' blocking time, "
-      "the background writer competing for the {} cores, and at the end the wait for its last "
-      "saves to be written (Flush), so each run carries all the work of its saves (this "
-      "overstates their cost by whatever part of a write, such as fsync waits, would overlap "
-      "later training). steps/s = steps / run s. Checkpointing arms run as trainer.cc does: a "
-      "fresh CheckpointStore and AsyncSaver (xor deltas, full_every 8), a save of the initial "
-      "state before the first step (the trainer does this when rollback is on, the default), "
-      "then a save whenever IntervalPolicy::IntervalSeconds() (default IntervalOptions: MTBF "
-      "1 h, max_overhead 1%, first save after 30 s) or the forced interval has passed; every "
-      "step and save is recorded in the policy. \"others\": cores other processes kept busy "
-      "during the runs (median); above {:.2f} the figures are noisy. Page faults per step (in "
-      "\"All runs\"): minor faults the training thread took during its steps.\n\n{}\n"
-      "After the job-start save the default policy saves every T (below; T comes from its "
-      "measurement of that first save), so a run shorter than T holds the job-start save only "
-      "and its \"(window)\" figure is that one save's cost spread over one short run, not the "
-      "overhead at the default interval. That overhead is C / T below: C is measured (extra time "
-      "of each "
-      "default-policy run over the plain run of the same round, per save; mostly a full version "
-      "with cold snapshot buffers, the dearest kind), T is the interval the policy chose at the "
-      "end of that run from its own estimate of C (blocking time plus the slowdown of steps run "
-      "while the writer was busy). C / T is within the goal when the policy's estimate is not "
-      "below the real cost. C is split (medians, so the parts need not add up) into the extra "
-      "time of steps a write overlapped (at their start or end), of the steps after the writes "
-      "were done, both against the paired plain run's median step, and the blocking and final "
-      "Flush time.\n\n{}\nAll runs:\n{}\nBackground writer time per save (encode, "
-      "write, fsync, retention; wall time of the writer thread):\n{}",
-      o.batch, o.runs, o.threads, o.quiet_cores, t.ToMarkdown(), s.ToMarkdown(), raw, writes);
-}
-
-std::string BytesSection(const std::vector<SubjectFigures>& all) {
-  Table t({"state", "encoding", "stored MB", "raw / stored", "goal", "result", "records"});
-  std::string groups;
-  for (const SubjectFigures& f : all) {
-    for (size_t i = 0; i < f.bytes.size(); ++i) {
-      const BytesRow& b = f.bytes[i];
-      groups += fmt::format("- {} {}: {}\n", f.key, b.what, b.by_group);
-      double ratio = static_cast<double>(f.payload) / static_cast<double>(b.stored);
-      double goal = i == 1 ? kGoalFullRatio : i == 2 ? kGoalDeltaRatio : 0;
-      t.AddRow({f.title, b.what, Mb(static_cast<double>(b.stored)), fmt::format("{:.2f}x", ratio),
-                goal > 0 ? fmt::format(">= {:.2f}x", goal) : "",
-                goal > 0 ? Verdict(ratio >= goal) : "", b.codecs});
-    }
-    t.AddRow({f.title, "torch::save (model + optimizer files)",
-              Mb(static_cast<double>(f.blocking.torch_bytes)),
-              fmt::format("{:.2f}x", static_cast<double>(f.payload) /
-                                         static_cast<double>(f.blocking.torch_bytes)),
-              "", "", ""});
-  }
-  return fmt::format(
-      "### 3. Bytes written per save\n\n"
-      "Whole checkpoint files (format v2: header, chunks, index, footer) written by "
-      "WriteCheckpointFile into memory at zstd level 1 (the saver's), of the full training "
-      "state (parameters, buffers, Adam step/exp_avg/exp_avg_sq, RNG, counters). raw / stored "
-      "= the snapshot's payload bytes over the file's bytes. Deltas: the state one Adam step, "
-      "and {} steps, after the base snapshot. Each file was decoded again and checked against "
-      "the snapshot's checksums (q8: against its reconstruction).\n\n{}\nraw / stored by "
-      "record group (\"other\": Adam step counts, RNG, counters):\n{}",
-      kLongDeltaSteps, t.ToMarkdown(), groups);
-}
-
-std::string CodecSection(const std::vector<SubjectFigures>& all) {
-  Table t({"state", "codec", "MB", "raw / stored", "encode MB/s", "decode MB/s", "goal", "result"});
-  for (const SubjectFigures& f : all) {
-    for (const CodecRow& c : f.codecs) {
-      double enc = static_cast<double>(c.raw_bytes) / 1e6 / c.encode_s;
-      double dec = static_cast<double>(c.raw_bytes) / 1e6 / c.decode_s;
-      bool judged = f.key == "mlp50m";
-      t.AddRow({f.title, std::string(ckpt::CodecName(c.codec)),
-                Mb(static_cast<double>(c.raw_bytes)),
-                fmt::format("{:.2f}x",
-                            static_cast<double>(c.raw_bytes) / static_cast<double>(c.stored_bytes)),
-                fmt::format("{:.0f}", enc), fmt::format("{:.0f}", dec),
-                judged ? fmt::format(">= {:.0f}", kGoalCodecMbps) : "",
-                judged ? (enc >= kGoalCodecMbps && dec >= kGoalCodecMbps
-                              ? "PASS"
-                              : fmt::format("MISS ({})",
-                                            enc < kGoalCodecMbps && dec < kGoalCodecMbps ? "both"
-                                            : enc < kGoalCodecMbps                       ? "encode"
-                                                                   : "decode"))
-                       : ""});
-    }
-  }
-  return fmt::format(
-      "### 4. Codec throughput, one core\n\n"
-      "ChunkCodec (zstd level 1) called directly on every {} MiB chunk of every record, "
-      "single-threaded; MB of raw record bytes per second of codec calls only (copying the "
-      "base into place is untimed). Delta codecs: the state one step after the base. q8-delta: "
-      "every f32 record (here also the optimizer's). A record's chunks are all encoded, then "
-      "all decoded; every decoded chunk is compared with the original (q8: with the encoder's "
-      "reconstruction, and each element with Q8ErrorBound). The goal applies to the 50M "
-      "state.\n\n{}",
-      ckpt::kChunkBytes >> 20, t.ToMarkdown());
-}
-
-std::string RestoreSection(const std::vector<SubjectFigures>& all, const CkptBenchOptions& o) {
-  Table t({"state", "restore", "ms", "of which LoadNewestValid ms", "vs torch::load", "verified"});
-  std::string raw;
-  for (const SubjectFigures& f : all) {
-    const RestoreFigures& r = f.restore;
-    double tl = Median(r.torch_s);
-    auto row = [&](const std::string& what, const std::vector<double>& v,
-                   const std::vector<double>& load) {
-      double m = Median(v);
-      t.AddRow({f.title, what, fmt::format("{:.1f}", m * 1e3),
-                load.empty() ? "" : fmt::format("{:.1f}", Median(load) * 1e3),
-                fmt::format("{:.2f}x", m / tl), "yes"});
-    };
-    row("full version (LoadNewestValid + RestoreTrainState)", r.full_s, r.full_load_s);
-    row(fmt::format("delta at chain depth {} (LoadNewestValid + RestoreTrainState)", r.delta_depth),
-        r.delta_s, r.delta_load_s);
-    row("torch::load (model + optimizer)", r.torch_s, {});
-    raw += fmt::format("- {}: full {}, delta {}, torch::load {} (ms)\n", f.key,
-                       FormatList(Scaled(r.full_s, 1e3), 1), FormatList(Scaled(r.delta_s, 1e3), 1),
-                       FormatList(Scaled(r.torch_s, 1e3), 1));
-  }
-  return fmt::format(
-      "### 5. Restore time\n\n"
-      "Median of {} reps; before each, parameters and buffers are zeroed and the Adam state "
-      "dropped, and after it the state is captured again and compared record by record (by "
-      "checksum) with what was saved (torch::load: parameters, buffers and Adam state only; it "
-      "holds no RNG or counters). Ours reads and checks the manifest, every chunk and every "
-      "decoded record. The versions were written by AsyncSaver (xor deltas) one training step "
-      "apart: a full version, then {} deltas; the full one is restored with "
-      "LoadNewestValid(before_step = its step + 1), the newest with LoadNewestValid(), which "
-      "decodes the whole chain. torch::load reads files torch::save wrote of the "
-      "same state. All files were just written (page cache). \"vs torch::load\" < 1 means "
-      "ours is faster.\n\n{}\nAll reps:\n{}",
-      o.restores, kRestoreChainDepth, t.ToMarkdown(), raw);
-}
-
-std::string Report(const CkptBenchOptions& o, const Data& data,
-                   const std::vector<SubjectFigures>& all, double elapsed_s) {
-  std::string others;
-  for (const SubjectFigures& f : all) {
-    others += fmt::format("{}{} {:.2f}", others.empty() ? "" : ", ", f.key, f.other_cores);
-  }
-  return fmt::format(
-             "## ckpt: checkpointing cost in training\n\n"
-             "States: {}. Each after {} Adam steps (lr 1e-3, batch {}) on {}; {} intra-op "
-             "threads, seed {}, glibc malloc set as the trainer sets it. Cores other processes "
-             "used meanwhile: {}. The workload took {:.0f} s.\n\n",
-             fmt::join(o.states, ", "), o.warmup_steps, o.batch, data.source, o.threads, o.seed,
-             others, elapsed_s) +
-         BlockingSection(all, o) + "\n" + OverheadSection(all, o) + "\n" + BytesSection(all) +
-         "\n" + CodecSection(all) + "\n" + RestoreSection(all, o);
-}
-
 Result<std::string> Run(const CkptBenchOptions& o) {
   auto t0 = Clock::now();
   at::set_num_threads(o.threads);
@@ -1089,7 +721,7 @@ Result<std::string> Run(const CkptBenchOptions& o) {
     SPOT_ASSIGN_OR_RETURN(SubjectFigures f, MeasureSubject(k, data, o));
     all.push_back(std::move(f));
   }
-  return Report(o, data, all, Since(t0));
+  return CkptReport(o, data.source, all, Since(t0));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -18,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ckpt/async_saver.h"
+#include "ckpt/interval.h"
 #include "ckpt/store.h"
 #include "core/file_io.h"
 #include "core/progress.h"
@@ -130,6 +132,7 @@ class Worker {
   int64_t parent_version_ = -1;
   int64_t last_saved_step_ = -1;
   Clock::time_point last_save_time_;
+  std::optional<ckpt::IntervalPolicy> interval_;  // checkpoint.interval: auto (rank 0)
 
   double rate_ = 0;  // samples/s of this worker's compute, moving average
   double train_seconds_ = 0;  // time in generations' training loops
@@ -238,6 +241,11 @@ Status Worker::BecomeWriter(bool writer) {
                                             .full_every = static_cast<int>(ck.full_every)});
   parent_version_ = -1;
   last_save_time_ = Clock::now();
+  interval_.reset();
+  if (ck.interval == "auto") {
+    interval_.emplace(ckpt::IntervalOptions{.mtbf_s = ck.mtbf_hours * 3600,
+                                            .max_overhead = ck.max_overhead});
+  }
   return Status::Ok();
 }
 
@@ -460,10 +468,11 @@ Status Worker::Evaluate(const Generation& g, int64_t epoch, bool partial) {
 Status Worker::MaybeSave(bool force) {
   if (!saver_ || last_saved_step_ == counters_.step) return Status::Ok();
   const train::CheckpointSpec& ck = spec_.checkpoint;
-  bool due = ck.interval == "steps"
-                 ? counters_.step % ck.interval_steps == 0
-                 : Seconds(last_save_time_, Clock::now()) >= ck.mtbf_hours * 3600 * 0.05;
+  // The same rule as `spot train`: Young/Daly capped by measured overhead, or every N steps.
+  bool due = interval_ ? Seconds(last_save_time_, Clock::now()) >= interval_->IntervalSeconds()
+                       : counters_.step % ck.interval_steps == 0;
   if (!due && !force) return Status::Ok();
+  const auto t0 = Clock::now();
   SPOT_ASSIGN_OR_RETURN(ckpt::Container* c, saver_->Acquire());
   c->Recycle();
   SPOT_RETURN_IF_ERROR(train::CaptureTrainState(*model_, *optimizer_, spec_.optimizer.type,
@@ -477,6 +486,7 @@ Status Worker::MaybeSave(bool force) {
                                        .plan = train::CodecPlanFor(ck)});
   last_saved_step_ = counters_.step;
   last_save_time_ = Clock::now();
+  if (interval_) interval_->RecordSave(Seconds(t0, last_save_time_));
   (void)saver_->TakeCompleted();
   return Status::Ok();
 }
@@ -491,7 +501,13 @@ Result<Worker::Outcome> Worker::TrainGeneration(const Generation& g) {
       order_epoch_ = counters_.epoch;
     }
     Slice batch = GlobalBatch(counters_.index_in_epoch / spec_.batch_size, spec_.batch_size, n);
+    const auto step_start = Clock::now();
+    const bool saving_at_start = saver_ && saver_->pending() > 0;
     SPOT_ASSIGN_OR_RETURN(StepResult r, Step(g, batch));
+    if (interval_) {
+      interval_->RecordStep(Seconds(step_start, Clock::now()),
+                            saving_at_start || saver_->pending() > 0);
+    }
     if (g.rank == 0 && Seconds(last_progress_, Clock::now()) >= opt_.log_interval_s) {
       double rate = static_cast<double>((counters_.step - progress_step_) * spec_.batch_size) /
                     Seconds(last_progress_, Clock::now());

@@ -1,0 +1,101 @@
+// The figures the `ckpt` workload measures (ckpt_workload.cc) and the report
+// it writes of them (ckpt_report.cc). Internal to spot_bench; LibTorch-free.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ckpt/codec.h"
+#include "ckpt_workload.h"
+
+namespace spot::bench {
+
+constexpr int kWarmupSaves = 2;
+constexpr int kTorchSaves = 3;       // torch::save reps (reference only)
+constexpr int kLongDeltaSteps = 10;  // the "across 10 steps" delta
+constexpr int kRestoreChainDepth = 3;
+constexpr double kGoalBlocking = 1.5;    // ours / memcpy
+constexpr double kGoalOverhead = 0.01;   // of training time, at the default interval
+constexpr double kGoalFullRatio = 1.15;  // raw / shuffle-zstd
+constexpr double kGoalDeltaRatio = 1.7;  // raw / xor-delta against the previous step
+constexpr double kGoalCodecMbps = 500;   // per core, encode and decode
+
+inline std::string Mb(double bytes) { return fmt::format("{:.1f}", bytes / 1e6); }
+inline std::string Verdict(bool pass) { return pass ? "PASS" : "MISS"; }
+
+// 1. Blocking time per save.
+struct BlockingFigures {
+  std::vector<double> ours_s, memcpy_s, torch_save_s;
+  uint64_t snapshot_bytes = 0;  // payload of our snapshot
+  uint64_t memcpy_bytes = 0;
+  uint64_t torch_bytes = 0;  // torch::save's two files
+};
+
+// 2. Training-time overhead.
+enum class Arm { kPlain = 0, kDefault = 1, kAggressive = 2 };
+constexpr std::array<Arm, 3> kArms = {Arm::kPlain, Arm::kDefault, Arm::kAggressive};
+
+struct RunFigures {
+  double wall_s = 0;   // steps, saves' blocking, the job-start save, the final Flush
+  double flush_s = 0;  // of which waiting for the last saves to be written
+  int64_t steps = 0;
+  int saves = 0;
+  int delta_saves = 0;
+  double blocking_s = 0;                            // sum over the run's saves
+  std::vector<double> full_write_s, delta_write_s;  // writer thread, per save
+  std::vector<double> step_s;                       // each step's time
+  std::vector<bool> busy;                           // whether a write overlapped the step
+  int64_t faults = 0;            // minor page faults the training thread took in its steps
+  double policy_cost_s = 0;      // the IntervalPolicy's own estimate of one save's cost
+  double policy_interval_s = 0;  // and the interval it would use next
+  double other_cores = 0;
+};
+
+// 3. Bytes per save.
+struct BytesRow {
+  std::string what;
+  uint64_t stored = 0;
+  std::string codecs;
+  std::string by_group;  // raw / stored of model/, exp_avg and exp_avg_sq records
+};
+
+// 4. Codec throughput.
+struct CodecRow {
+  ckpt::Codec codec;
+  uint64_t raw_bytes = 0, stored_bytes = 0;
+  double encode_s = 0, decode_s = 0;
+};
+
+// 5. Restore time.
+struct RestoreFigures {
+  std::vector<double> full_s, delta_s, torch_s;
+  std::vector<double> full_load_s, delta_load_s;  // of which LoadNewestValid
+  int delta_depth = 0;
+  uint64_t full_file_bytes = 0;
+};
+
+// Everything measured for one training state.
+struct SubjectFigures {
+  std::string key, title;
+  int64_t params = 0;
+  int64_t run_steps = 0;
+  double aggressive_s = 0;
+  BlockingFigures blocking;
+  std::map<Arm, std::vector<RunFigures>> runs;
+  uint64_t payload = 0;
+  std::vector<BytesRow> bytes;
+  std::vector<CodecRow> codecs;
+  RestoreFigures restore;
+  double other_cores = 0;  // used by other processes while this state was measured
+};
+
+// The workload's Markdown report.
+std::string CkptReport(const CkptBenchOptions& o, const std::string& data_source,
+                       const std::vector<SubjectFigures>& all, double elapsed_s);
+
+}  // namespace spot::bench
