@@ -10,7 +10,7 @@ PACKAGES=(
   # libraries
   libtorch-dev libopenblas0-openmp
   libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libxxhash-dev libzstd-dev zlib1g-dev libgloo-dev libcpp-httplib-dev libxgboost-dev
+  libxxhash-dev libzstd-dev zlib1g-dev libgloo-dev libcpp-httplib-dev libxgboost-dev libsqlite3-dev sqlite3
   # elastic training: etcd for multi-machine rendezvous, iproute2 for the network-namespace test
   etcd-server etcd-client iproute2
   # tests and benchmarks

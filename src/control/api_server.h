@@ -1,0 +1,50 @@
+// The controller's HTTP API, on loopback only. JSON in and out.
+//   GET  /api/v1/healthz                 -> {"ok":true}
+//   GET  /api/v1/jobs                    -> {"jobs":[{id,state,message,cost_usd,...}]}
+//   GET  /api/v1/jobs/ID                 -> the job, its live and ended instances,
+//                                           cost so far, progress (the "progress"
+//                                           value of the job, JSON), last events
+//   GET  /api/v1/jobs/ID/ledger          -> {"rows":[...],"total_usd":X}
+//   GET  /api/v1/jobs/ID/decisions       -> {"decisions":[...]}
+//   POST /api/v1/jobs/ID/cancel          -> 202 {"id":..,"state":"CANCELLED"} (the
+//                                           controller stops the fleet); 409 when
+//                                           the job already ended
+// Mutating calls need "Authorization: Bearer TOKEN" with the token from the
+// token file: 401 with WWW-Authenticate: Bearer without it, 403 with a wrong
+// one. Unknown job: 404; unknown path: 404; wrong method: 405. Errors are
+// {"error": "..."}.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "control/job_store.h"
+#include "core/status.h"
+
+namespace spot::control {
+
+struct ApiOptions {
+  std::string host = "127.0.0.1";  // refused unless a loopback address
+  int port = 0;                    // 0: any free port
+  // Created with 32 random bytes as 64 hex digits, mode 0600, when absent;
+  // read when present (so a restarted controller keeps its token).
+  std::string token_path;
+};
+
+class ApiServer {
+ public:
+  // `cancel` is called (from a server thread) for an authorized cancel of a
+  // job that exists and has not ended; its error becomes the response.
+  static Result<std::unique_ptr<ApiServer>> Start(JobStore* store, const ApiOptions& options,
+                                                  std::function<Status(const std::string&)> cancel);
+  virtual ~ApiServer() = default;
+  virtual int port() const = 0;
+  virtual std::string url() const = 0;  // "http://127.0.0.1:PORT"
+  virtual const std::string& token() const = 0;
+};
+
+// Reads the token file, creating it (0600, atomically) when absent.
+Result<std::string> LoadOrCreateToken(const std::string& path);
+
+}  // namespace spot::control
