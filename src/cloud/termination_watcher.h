@@ -13,8 +13,10 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -78,6 +80,8 @@ class TerminationWatcher {
   std::atomic<bool> stop_{false};
   std::atomic<bool> notified_{false};
   std::atomic<int64_t> polls_{0};
+  std::mutex mu_;
+  std::condition_variable wake_;  // signalled by the destructor; waits use mu_
   std::thread thread_;
 };
 

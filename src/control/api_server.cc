@@ -1,1 +1,490 @@
-// placeholder
+#include "control/api_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <httplib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "core/file_io.h"
+
+namespace spot::control {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr size_t kTokenBytes = 32;
+constexpr size_t kEventsShown = 50;
+constexpr auto kStartTimeout = std::chrono::seconds(5);
+
+bool IsLoopbackHost(const std::string& host) {
+  if (host == "localhost" || host == "::1") return true;
+  in_addr addr{};
+  if (inet_pton(AF_INET, host.c_str(), &addr) != 1) return false;
+  return (ntohl(addr.s_addr) >> 24) == 127;
+}
+
+// Takes time that depends on the lengths only, never on where the bytes differ.
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  unsigned diff = a.size() != b.size() ? 1u : 0u;
+  size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned>(x ^ y);
+  }
+  return diff == 0;
+}
+
+std::string_view Trim(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\r\n\v\f";
+  size_t b = s.find_first_not_of(kSpace);
+  if (b == std::string_view::npos) return {};
+  size_t e = s.find_last_not_of(kSpace);
+  return s.substr(b, e - b + 1);
+}
+
+Status ErrnoError(std::string_view what, const std::string& path) {
+  return UnavailableError(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
+}
+
+Result<std::string> RandomHex(size_t bytes) {
+  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("opening", "/dev/urandom");
+  std::vector<unsigned char> buf(bytes);
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = ::read(fd, buf.data() + got, bytes - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      Status s = ErrnoError("reading", "/dev/urandom");
+      ::close(fd);
+      return s;
+    }
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : buf) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+// Like WriteFileAtomically, but the file is 0600 from its first byte.
+Status WriteSecretFile(const std::string& path, std::string_view contents) {
+  std::filesystem::path final_path(path);
+  std::string dir = final_path.parent_path().string();
+  std::string tmp =
+      (final_path.parent_path() / (std::string(kTempFilePrefix) + final_path.filename().string() +
+                                   "." + std::to_string(::getpid())))
+          .string();
+  ::unlink(tmp.c_str());  // a leftover of a crash would keep its old mode
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoError("creating", tmp);
+  Status s;
+  if (::fchmod(fd, 0600) != 0) s = ErrnoError("chmod", tmp);
+  while (s.ok() && !contents.empty()) {
+    ssize_t n = ::write(fd, contents.data(), contents.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) s = ErrnoError("writing", tmp);
+    if (n > 0) contents.remove_prefix(static_cast<size_t>(n));
+  }
+  if (s.ok() && ::fsync(fd) != 0) s = ErrnoError("syncing", tmp);
+  if (::close(fd) != 0 && s.ok()) s = ErrnoError("closing", tmp);
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = ErrnoError("renaming to", path);
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  return SyncDirectory(dir.empty() ? "." : dir);
+}
+
+Result<std::string> ReadToken(const std::string& path, int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return ErrnoError("stat", path);
+  if (!S_ISREG(st.st_mode)) {
+    return InvalidArgumentError(fmt::format("API token file {} is not a regular file", path));
+  }
+  if ((st.st_mode & 077) != 0) {
+    return InvalidArgumentError(
+        fmt::format("API token file {} is accessible to group or others (mode {:03o}); "
+                    "chmod 600 it",
+                    path, st.st_mode & 0777));
+  }
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError("reading", path);
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  std::string token(Trim(text));
+  if (token.empty()) return InvalidArgumentError(fmt::format("API token file {} is empty", path));
+  return token;
+}
+
+int HttpCodeFor(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+      return 400;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kAborted:
+      return 409;
+    case StatusCode::kUnavailable:
+      return 503;
+    case StatusCode::kDeadlineExceeded:
+      return 504;
+    default:
+      return 500;
+  }
+}
+
+json JobJson(const JobRecord& j, double cost_usd) {
+  return json{{"id", j.id},
+              {"state", JobStateName(j.state)},
+              {"message", j.message},
+              {"spec_path", j.spec_path},
+              {"created_unix_s", j.created_unix_s},
+              {"updated_unix_s", j.updated_unix_s},
+              {"time_compression", j.time_compression},
+              {"start_tick", j.start_tick},
+              {"cost_usd", cost_usd}};
+}
+
+json InstanceJson(const InstanceRecord& r) {
+  return json{{"id", r.id},
+              {"zone", r.zone},
+              {"zone_name", r.zone_name},
+              {"instance_type", r.instance_type},
+              {"lifecycle", r.spot ? "spot" : "on-demand"},
+              {"pid", r.pid},
+              {"launched_s", r.launched_s},
+              {"ended_s", r.ended_s ? json(*r.ended_s) : json(nullptr)},
+              {"end_reason", r.end_reason},
+              {"billed_until_s", r.billed_until_s}};
+}
+
+json EventJson(const EventRecord& e) {
+  return json{{"sim_s", e.sim_s},
+              {"wall_unix_s", e.wall_unix_s},
+              {"kind", e.kind},
+              {"instance_id", e.instance_id},
+              {"detail", e.detail}};
+}
+
+json LedgerJson(const LedgerEntry& l) {
+  return json{{"instance_id", l.instance_id},
+              {"from_s", l.from_s},
+              {"to_s", l.to_s},
+              {"usd_per_hour", l.usd_per_hour},
+              {"usd", l.usd}};
+}
+
+json DecisionJson(const DecisionRecord& d) {
+  return json{{"tick", d.tick},
+              {"abs_tick", d.abs_tick},
+              {"progress_hours", d.progress_hours},
+              {"current", d.current},
+              {"changeover_left_hours", d.changeover_left_hours},
+              {"preempted", d.preempted},
+              {"target", d.target}};
+}
+
+void Reply(httplib::Response& res, int code, const json& body) {
+  res.status = code;
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+void ReplyError(httplib::Response& res, int code, const std::string& message) {
+  Reply(res, code, json{{"error", message}});
+}
+
+enum class Route { kHealth, kJobs, kJob, kLedger, kDecisions, kCancel };
+
+struct RouteMatch {
+  Route route;
+  std::string method;  // the one method the route answers
+  std::string job;     // "" unless the path names a job
+};
+
+// nullopt for a path no route has.
+std::optional<RouteMatch> MatchPath(std::string_view path) {
+  constexpr std::string_view kPrefix = "/api/v1/";
+  if (!path.starts_with(kPrefix)) return std::nullopt;
+  path.remove_prefix(kPrefix.size());
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    size_t slash = path.find('/', start);
+    parts.emplace_back(path.substr(start, slash - start));
+    if (parts.back().empty()) return std::nullopt;
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  if (parts.size() == 1 && parts[0] == "healthz") return RouteMatch{Route::kHealth, "GET", ""};
+  if (parts[0] != "jobs" || parts.size() > 3) return std::nullopt;
+  if (parts.size() == 1) return RouteMatch{Route::kJobs, "GET", ""};
+  if (parts.size() == 2) return RouteMatch{Route::kJob, "GET", parts[1]};
+  if (parts[2] == "ledger") return RouteMatch{Route::kLedger, "GET", parts[1]};
+  if (parts[2] == "decisions") return RouteMatch{Route::kDecisions, "GET", parts[1]};
+  if (parts[2] == "cancel") return RouteMatch{Route::kCancel, "POST", parts[1]};
+  return std::nullopt;
+}
+
+class HttpApiServer final : public ApiServer {
+ public:
+  HttpApiServer(JobStore* store, std::string host, std::string token,
+                std::function<Status(const std::string&)> cancel)
+      : store_(store),
+        host_(std::move(host)),
+        token_(std::move(token)),
+        cancel_(std::move(cancel)) {}
+  ~HttpApiServer() override {
+    server_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Binds, starts the serving thread and waits until it accepts.
+  Status Listen(int port);
+
+  int port() const override { return port_; }
+  std::string url() const override {
+    bool v6 = host_.find(':') != std::string::npos;
+    return fmt::format("http://{}{}{}:{}", v6 ? "[" : "", host_, v6 ? "]" : "", port_);
+  }
+  const std::string& token() const override { return token_; }
+
+ private:
+  void Handle(const httplib::Request& req, httplib::Response& res);
+  void Dispatch(const RouteMatch& m, const httplib::Request& req, httplib::Response& res);
+  // Replies 401/403 and returns false unless the request carries the token.
+  bool Authorized(const httplib::Request& req, httplib::Response& res) const;
+  // Replies 404 (or the store's error) and returns nullopt when the job is unknown.
+  std::optional<JobRecord> FindJob(const std::string& id, httplib::Response& res);
+  // Replies with the store's error when `r` failed; true if it did.
+  template <typename T>
+  bool Failed(const Result<T>& r, httplib::Response& res) {
+    if (r.ok()) return false;
+    ReplyError(res, HttpCodeFor(r.status()), r.status().ToString());
+    return true;
+  }
+  void GetJobs(httplib::Response& res);
+  void GetJob(const JobRecord& job, httplib::Response& res);
+  void Cancel(const JobRecord& job, httplib::Response& res);
+
+  JobStore* const store_;
+  const std::string host_;
+  const std::string token_;
+  const std::function<Status(const std::string&)> cancel_;
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+Status HttpApiServer::Listen(int port) {
+  auto handler = [this](const httplib::Request& req, httplib::Response& res) { Handle(req, res); };
+  // Every method goes to one router, which can tell 404 from 405.
+  server_.Get(".*", handler)
+      .Post(".*", handler)
+      .Put(".*", handler)
+      .Patch(".*", handler)
+      .Delete(".*", handler)
+      .Options(".*", handler);
+  server_.set_tcp_nodelay(true);
+  server_.set_payload_max_length(64 * 1024);
+  int bound =
+      port == 0 ? server_.bind_to_any_port(host_) : (server_.bind_to_port(host_, port) ? port : -1);
+  if (bound <= 0) {
+    return UnavailableError(
+        fmt::format("API server: cannot listen on {}:{}: {}", host_, port, std::strerror(errno)));
+  }
+  port_ = bound;
+  thread_ = std::thread([this] { server_.listen_after_bind(); });
+  auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
+  while (!server_.is_running()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      server_.stop();
+      thread_.join();
+      return UnavailableError(fmt::format("API server on {}: did not start", url()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return Status::Ok();
+}
+
+void HttpApiServer::Handle(const httplib::Request& req, httplib::Response& res) {
+  try {
+    std::optional<RouteMatch> m = MatchPath(req.path);
+    if (!m) return ReplyError(res, 404, fmt::format("no such path {}", req.path));
+    std::string method = req.method == "HEAD" ? "GET" : req.method;
+    if (method != m->method) {
+      res.set_header("Allow", m->method);
+      return ReplyError(res, 405,
+                        fmt::format("{} takes {}, not {}", req.path, m->method, req.method));
+    }
+    Dispatch(*m, req, res);
+  } catch (const std::exception& e) {
+    ReplyError(res, 500, fmt::format("internal error: {}", e.what()));
+  } catch (...) {
+    ReplyError(res, 500, "internal error");
+  }
+}
+
+void HttpApiServer::Dispatch(const RouteMatch& m, const httplib::Request& req,
+                             httplib::Response& res) {
+  if (m.route == Route::kHealth) return Reply(res, 200, json{{"ok", true}});
+  if (m.route == Route::kJobs) return GetJobs(res);
+  // Authorization comes before the lookup, so that callers without the token
+  // cannot probe which jobs exist.
+  if (m.route == Route::kCancel && !Authorized(req, res)) return;
+  std::optional<JobRecord> job = FindJob(m.job, res);
+  if (!job) return;
+  switch (m.route) {
+    case Route::kJob:
+      return GetJob(*job, res);
+    case Route::kLedger: {
+      auto rows = store_->Ledger(job->id);
+      auto total = store_->TotalCost(job->id);
+      if (Failed(rows, res) || Failed(total, res)) return;
+      json out = json::array();
+      for (const LedgerEntry& l : *rows) out.push_back(LedgerJson(l));
+      return Reply(res, 200, json{{"rows", std::move(out)}, {"total_usd", *total}});
+    }
+    case Route::kDecisions: {
+      auto decisions = store_->Decisions(job->id);
+      if (Failed(decisions, res)) return;
+      json out = json::array();
+      for (const DecisionRecord& d : *decisions) out.push_back(DecisionJson(d));
+      return Reply(res, 200, json{{"decisions", std::move(out)}});
+    }
+    case Route::kCancel:
+      return Cancel(*job, res);
+    default:
+      return ReplyError(res, 500, "unrouted path");
+  }
+}
+
+bool HttpApiServer::Authorized(const httplib::Request& req, httplib::Response& res) const {
+  const std::string auth = req.get_header_value("Authorization");
+  constexpr std::string_view kScheme = "bearer ";
+  bool bearer = auth.size() > kScheme.size() &&
+                std::equal(kScheme.begin(), kScheme.end(), auth.begin(), [](char a, char b) {
+                  return a == std::tolower(static_cast<unsigned char>(b));
+                });
+  if (!bearer) {
+    res.set_header("WWW-Authenticate", "Bearer");
+    ReplyError(res, 401, "this call needs \"Authorization: Bearer TOKEN\" (the API token file)");
+    return false;
+  }
+  if (!ConstantTimeEquals(Trim(std::string_view(auth).substr(kScheme.size())), token_)) {
+    ReplyError(res, 403, "wrong API token");
+    return false;
+  }
+  return true;
+}
+
+std::optional<JobRecord> HttpApiServer::FindJob(const std::string& id, httplib::Response& res) {
+  auto job = store_->GetJob(id);
+  if (Failed(job, res)) return std::nullopt;
+  if (!*job) ReplyError(res, 404, fmt::format("no job {}", id));
+  return *job;
+}
+
+void HttpApiServer::GetJobs(httplib::Response& res) {
+  auto jobs = store_->ListJobs();
+  if (Failed(jobs, res)) return;
+  json out = json::array();
+  for (const JobRecord& j : *jobs) {
+    auto cost = store_->TotalCost(j.id);
+    if (Failed(cost, res)) return;
+    out.push_back(JobJson(j, *cost));
+  }
+  Reply(res, 200, json{{"jobs", std::move(out)}});
+}
+
+void HttpApiServer::GetJob(const JobRecord& job, httplib::Response& res) {
+  auto cost = store_->TotalCost(job.id);
+  auto instances = store_->Instances(job.id, /*live_only=*/false);
+  auto progress = store_->GetValue(job.id, "progress");
+  auto events = store_->Events(job.id);
+  if (Failed(cost, res) || Failed(instances, res) || Failed(progress, res) || Failed(events, res)) {
+    return;
+  }
+  json out = JobJson(job, *cost);
+  out["instances"] = json::array();
+  for (const InstanceRecord& r : *instances) out["instances"].push_back(InstanceJson(r));
+  // A progress value that is not JSON shows as null rather than failing the call.
+  out["progress"] =
+      *progress ? json::parse(**progress, nullptr, /*allow_exceptions=*/false) : json(nullptr);
+  if (out["progress"].is_discarded()) out["progress"] = nullptr;
+  out["events"] = json::array();
+  size_t first = events->size() > kEventsShown ? events->size() - kEventsShown : 0;
+  for (size_t i = first; i < events->size(); ++i) out["events"].push_back(EventJson((*events)[i]));
+  Reply(res, 200, out);
+}
+
+void HttpApiServer::Cancel(const JobRecord& job, httplib::Response& res) {
+  if (IsTerminal(job.state)) {
+    return ReplyError(res, 409,
+                      fmt::format("job {} already ended ({})", job.id, JobStateName(job.state)));
+  }
+  if (!cancel_) return ReplyError(res, 503, "this controller cannot cancel jobs");
+  Status s = cancel_(job.id);
+  if (!s.ok()) return ReplyError(res, HttpCodeFor(s), s.ToString());
+  Reply(res, 202, json{{"id", job.id}, {"state", JobStateName(JobState::kCancelled)}});
+}
+
+}  // namespace
+
+Result<std::string> LoadOrCreateToken(const std::string& path) {
+  if (path.empty()) return InvalidArgumentError("API token file: no path given");
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    auto token = ReadToken(path, fd);
+    ::close(fd);
+    return token;
+  }
+  if (errno != ENOENT) return ErrnoError("opening API token file", path);
+  SPOT_ASSIGN_OR_RETURN(std::string token, RandomHex(kTokenBytes));
+  Status s = WriteSecretFile(path, token + "\n");
+  if (!s.ok()) return s.WithContext("creating API token file");
+  return token;
+}
+
+Result<std::unique_ptr<ApiServer>> ApiServer::Start(
+    JobStore* store, const ApiOptions& options, std::function<Status(const std::string&)> cancel) {
+  if (store == nullptr) return InvalidArgumentError("API server: no job store");
+  if (!IsLoopbackHost(options.host)) {
+    return InvalidArgumentError(fmt::format(
+        "API server: host \"{}\" is not a loopback address (127.x.x.x, ::1 or localhost)",
+        options.host));
+  }
+  if (options.port < 0 || options.port > 65535) {
+    return InvalidArgumentError(fmt::format("API server: port {} out of range", options.port));
+  }
+  SPOT_ASSIGN_OR_RETURN(std::string token, LoadOrCreateToken(options.token_path));
+  auto server =
+      std::make_unique<HttpApiServer>(store, options.host, std::move(token), std::move(cancel));
+  SPOT_RETURN_IF_ERROR(server->Listen(options.port));
+  return std::unique_ptr<ApiServer>(std::move(server));
+}
+
+}  // namespace spot::control

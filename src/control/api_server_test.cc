@@ -1,1 +1,380 @@
-// placeholder
+#include "control/api_server.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "core/temp_dir.h"
+
+namespace spot::control {
+namespace {
+
+using json = nlohmann::json;
+
+class ApiServerTest : public ::testing::Test {
+ protected:
+  // One store for the suite (filling it costs one fsync per commit); no test
+  // changes it.
+  static void SetUpTestSuite() {
+    auto dir = TempDir::Create("spot_api_server_db");
+    ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+    db_dir_ = new TempDir(std::move(dir).value());
+    auto store = JobStore::Open((db_dir_->path() / "jobs.db").string());
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = store->release();
+    Populate();
+  }
+  static void TearDownTestSuite() {
+    delete store_;
+    store_ = nullptr;
+    delete db_dir_;
+    db_dir_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(store_, nullptr);
+    auto dir = TempDir::Create("spot_api_server_test");
+    ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+    dir_.emplace(std::move(dir).value());
+    token_path_ = (dir_->path() / "api.token").string();
+    StartServer();
+  }
+
+  static void Populate() {
+    JobRecord train{"train",
+                    "/specs/train.yaml",
+                    "abcd",
+                    JobState::kRunning,
+                    "running on spot",
+                    1.7e9,
+                    60,
+                    500,
+                    0,
+                    0};
+    JobRecord done{
+        "done", "/specs/done.yaml", "ef01", JobState::kSucceeded, "finished", 1.7e9, 1, 0, 0, 0};
+    ASSERT_TRUE(store_->CreateJob(train).ok());
+    ASSERT_TRUE(store_->CreateJob(done).ok());
+    InstanceRecord a{
+        "i-0000000000000000a", "train", 0, "us-east-1a", "p3.2xlarge", true, 111, 9001, 0,
+        std::nullopt,          "",      0};
+    InstanceRecord b{"i-0000000000000000b", "train", -1, "", "p3.2xlarge", false, 222, 9002, 3600,
+                     std::nullopt,          "",      0};
+    ASSERT_TRUE(store_->PutInstance(a).ok());
+    ASSERT_TRUE(store_->PutInstance(b).ok());
+    std::vector<LedgerEntry> rows = {{a.id, 0, 3600, 0.9, 0}};
+    ASSERT_TRUE(store_->Bill(a.id, rows).ok());
+    ASSERT_TRUE(store_->EndInstance(a.id, 3600, "preempted").ok());
+    rows = {{b.id, 3600, 5400, 3.06, 0}};
+    ASSERT_TRUE(store_->Bill(b.id, rows).ok());
+    for (int i = 0; i < 60; ++i) {
+      EventRecord e{i * 10.0, 1.7e9 + i, "tick", i % 2 ? a.id : "", "event " + std::to_string(i)};
+      ASSERT_TRUE(store_->AppendEvent("train", e).ok());
+    }
+    ASSERT_TRUE(store_->AppendDecision("train", {0, 500, 0, "idle", 0, false, "spot:0"}).ok());
+    ASSERT_TRUE(store_->AppendDecision("train", {1, 501, 0.2, "spot:0", 0, true, "od"}).ok());
+    ASSERT_TRUE(store_->PutValue("train", "progress", R"({"step":120,"loss":1.5})").ok());
+  }
+
+  void StartServer() {
+    ApiOptions options;
+    options.token_path = token_path_;
+    auto server = ApiServer::Start(store_, options, [this](const std::string& id) {
+      std::lock_guard<std::mutex> l(mu_);
+      cancelled_.push_back(id);
+      return cancel_result_;
+    });
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server).value();
+    client_.emplace(server_->url());
+    client_->set_connection_timeout(std::chrono::seconds(5));
+    client_->set_read_timeout(std::chrono::seconds(5));
+  }
+
+  httplib::Result Cancel(const std::string& job, const std::string& auth) {
+    httplib::Headers headers;
+    if (!auth.empty()) headers.emplace("Authorization", auth);
+    return client_->Post(("/api/v1/jobs/" + job + "/cancel").c_str(), headers, "", "text/plain");
+  }
+
+  json Body(const httplib::Result& r) {
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+    return json::parse(r->body);
+  }
+
+  std::vector<std::string> Cancelled() {
+    std::lock_guard<std::mutex> l(mu_);
+    return cancelled_;
+  }
+
+  static inline TempDir* db_dir_ = nullptr;
+  static inline JobStore* store_ = nullptr;
+  std::optional<TempDir> dir_;
+  std::string token_path_;
+  std::unique_ptr<ApiServer> server_;
+  std::optional<httplib::Client> client_;
+  std::mutex mu_;
+  std::vector<std::string> cancelled_;  // GUARDED_BY(mu_)
+  Status cancel_result_;
+};
+
+TEST_F(ApiServerTest, Healthz) {
+  EXPECT_EQ(server_->url(), "http://127.0.0.1:" + std::to_string(server_->port()));
+  auto r = client_->Get("/api/v1/healthz");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(Body(r), json({{"ok", true}}));
+}
+
+TEST_F(ApiServerTest, ListsJobs) {
+  auto r = client_->Get("/api/v1/jobs");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  json jobs = Body(r)["jobs"];
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0]["id"], "train");
+  EXPECT_EQ(jobs[0]["state"], "RUNNING");
+  EXPECT_EQ(jobs[0]["message"], "running on spot");
+  EXPECT_NEAR(jobs[0]["cost_usd"].get<double>(), 0.9 + 3.06 / 2, 1e-9);
+  EXPECT_EQ(jobs[1]["id"], "done");
+  EXPECT_EQ(jobs[1]["state"], "SUCCEEDED");
+  EXPECT_EQ(jobs[1]["cost_usd"], 0.0);
+}
+
+TEST_F(ApiServerTest, JobDetail) {
+  auto r = client_->Get("/api/v1/jobs/train");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  json j = Body(r);
+  EXPECT_EQ(j["id"], "train");
+  EXPECT_EQ(j["state"], "RUNNING");
+  EXPECT_EQ(j["message"], "running on spot");
+  EXPECT_EQ(j["spec_path"], "/specs/train.yaml");
+  EXPECT_GT(j["created_unix_s"].get<double>(), 1e9);
+  EXPECT_GT(j["updated_unix_s"].get<double>(), 1e9);
+  EXPECT_EQ(j["time_compression"], 60.0);
+  EXPECT_EQ(j["start_tick"], 500);
+  EXPECT_NEAR(j["cost_usd"].get<double>(), 2.43, 1e-9);
+
+  ASSERT_EQ(j["instances"].size(), 2u);
+  json a = j["instances"][0], b = j["instances"][1];
+  EXPECT_EQ(a["id"], "i-0000000000000000a");
+  EXPECT_EQ(a["zone"], 0);
+  EXPECT_EQ(a["zone_name"], "us-east-1a");
+  EXPECT_EQ(a["instance_type"], "p3.2xlarge");
+  EXPECT_EQ(a["lifecycle"], "spot");
+  EXPECT_EQ(a["pid"], 111);
+  EXPECT_EQ(a["launched_s"], 0.0);
+  EXPECT_EQ(a["ended_s"], 3600.0);
+  EXPECT_EQ(a["end_reason"], "preempted");
+  EXPECT_EQ(a["billed_until_s"], 3600.0);
+  EXPECT_EQ(b["lifecycle"], "on-demand");
+  EXPECT_EQ(b["zone"], -1);
+  EXPECT_TRUE(b["ended_s"].is_null());
+  EXPECT_EQ(b["billed_until_s"], 5400.0);
+
+  EXPECT_EQ(j["progress"], json({{"step", 120}, {"loss", 1.5}}));
+  ASSERT_EQ(j["events"].size(), 50u);  // the last 50 of 60
+  EXPECT_EQ(j["events"][0]["detail"], "event 10");
+  json last = j["events"][49];
+  EXPECT_EQ(last["detail"], "event 59");
+  EXPECT_EQ(last["sim_s"], 590.0);
+  EXPECT_EQ(last["wall_unix_s"], 1.7e9 + 59);
+  EXPECT_EQ(last["kind"], "tick");
+  EXPECT_EQ(last["instance_id"], "i-0000000000000000a");
+
+  r = client_->Get("/api/v1/jobs/done");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  j = Body(r);
+  EXPECT_TRUE(j["progress"].is_null());
+  EXPECT_TRUE(j["instances"].empty());
+  EXPECT_TRUE(j["events"].empty());
+}
+
+TEST_F(ApiServerTest, LedgerAndDecisions) {
+  auto r = client_->Get("/api/v1/jobs/train/ledger");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  json l = Body(r);
+  ASSERT_EQ(l["rows"].size(), 2u);
+  EXPECT_EQ(l["rows"][0]["instance_id"], "i-0000000000000000a");
+  EXPECT_EQ(l["rows"][0]["from_s"], 0.0);
+  EXPECT_EQ(l["rows"][0]["to_s"], 3600.0);
+  EXPECT_EQ(l["rows"][0]["usd_per_hour"], 0.9);
+  EXPECT_NEAR(l["rows"][0]["usd"].get<double>(), 0.9, 1e-12);
+  EXPECT_NEAR(l["total_usd"].get<double>(), 2.43, 1e-9);
+
+  r = client_->Get("/api/v1/jobs/train/decisions");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  json d = Body(r)["decisions"];
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[1]["tick"], 1);
+  EXPECT_EQ(d[1]["abs_tick"], 501);
+  EXPECT_EQ(d[1]["progress_hours"], 0.2);
+  EXPECT_EQ(d[1]["current"], "spot:0");
+  EXPECT_EQ(d[1]["changeover_left_hours"], 0.0);
+  EXPECT_EQ(d[1]["preempted"], true);
+  EXPECT_EQ(d[1]["target"], "od");
+}
+
+TEST_F(ApiServerTest, CancelNeedsTheToken) {
+  auto r = Cancel("train", "");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(r->get_header_value("WWW-Authenticate"), "Bearer");
+  EXPECT_TRUE(Body(r).contains("error"));
+
+  r = Cancel("train", "Basic dXNlcjpwYXNz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+
+  std::string wrong = server_->token();
+  wrong.back() = wrong.back() == '0' ? '1' : '0';
+  r = Cancel("train", "Bearer " + wrong);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 403);
+  r = Cancel("train", "Bearer " + server_->token() + "0");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 403);
+  // Unauthorized callers learn nothing about which jobs exist.
+  r = Cancel("ghost", "");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_TRUE(Cancelled().empty());
+
+  r = Cancel("train", "Bearer " + server_->token());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 202);
+  EXPECT_EQ(Body(r), json({{"id", "train"}, {"state", "CANCELLED"}}));
+  EXPECT_EQ(Cancelled(), std::vector<std::string>{"train"});
+}
+
+TEST_F(ApiServerTest, CancelOfEndedOrUnknownJobs) {
+  std::string auth = "bearer " + server_->token();
+  auto r = Cancel("done", auth);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 409);
+  EXPECT_NE(Body(r)["error"].get<std::string>().find("SUCCEEDED"), std::string::npos);
+  r = Cancel("ghost", auth);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_TRUE(Cancelled().empty());
+
+  cancel_result_ = UnavailableError("fleet busy");
+  r = Cancel("train", auth);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_NE(Body(r)["error"].get<std::string>().find("fleet busy"), std::string::npos);
+}
+
+TEST_F(ApiServerTest, UnknownJobPathAndMethod) {
+  for (const char* path :
+       {"/api/v1/jobs/ghost", "/api/v1/jobs/ghost/ledger", "/api/v1/jobs/ghost/decisions"}) {
+    auto r = client_->Get(path);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 404) << path;
+    EXPECT_TRUE(Body(r).contains("error")) << path;
+  }
+  for (const char* path : {"/", "/api/v1/nope", "/api/v1/jobs/train/nope", "/api/v1/jobs/",
+                           "/api/v2/jobs", "/api/v1/jobs/train/ledger/x"}) {
+    auto r = client_->Get(path);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 404) << path;
+  }
+  auto r = client_->Post("/api/v1/jobs", "{}", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "GET");
+  r = client_->Get("/api/v1/jobs/train/cancel");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "POST");
+  r = client_->Delete("/api/v1/jobs/train");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+  r = client_->Put("/api/v1/healthz", "", "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+  EXPECT_TRUE(Cancelled().empty());
+}
+
+TEST_F(ApiServerTest, RefusesNonLoopbackHosts) {
+  for (const char* host : {"0.0.0.0", "192.168.1.10", "10.0.0.1", "::", "example.com", ""}) {
+    ApiOptions options;
+    options.host = host;
+    options.token_path = token_path_;
+    auto s = ApiServer::Start(store_, options, nullptr);
+    ASSERT_FALSE(s.ok()) << host;
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << host;
+  }
+  ApiOptions options;
+  options.host = "127.0.0.2";
+  options.token_path = token_path_;
+  auto s = ApiServer::Start(store_, options, nullptr);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  httplib::Client c((*s)->url());
+  auto r = c.Get("/api/v1/healthz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(ApiServerTest, TokenFileIsCreatedPrivateAndReused) {
+  struct stat st {};
+  ASSERT_EQ(stat(token_path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::string token = server_->token();
+  ASSERT_EQ(token.size(), 64u);
+  EXPECT_EQ(token.find_first_not_of("0123456789abcdef"), std::string::npos);
+  for (const auto& entry : std::filesystem::directory_iterator(dir_->path())) {
+    EXPECT_NE(entry.path().filename().string().rfind(".tmp.", 0), 0u) << entry.path();
+  }
+
+  client_.reset();
+  server_.reset();
+  StartServer();
+  EXPECT_EQ(server_->token(), token);
+  auto again = LoadOrCreateToken(token_path_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, token);
+
+  std::string other = (dir_->path() / "other.token").string();
+  auto fresh = LoadOrCreateToken(other);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_NE(*fresh, token);
+}
+
+TEST_F(ApiServerTest, TokenFileIsTrimmedAndCheckedForMode) {
+  std::string path = (dir_->path() / "hand.token").string();
+  std::ofstream(path) << "  s3cret-token \n";
+  ASSERT_EQ(chmod(path.c_str(), 0644), 0);
+  auto open = LoadOrCreateToken(path);
+  ASSERT_FALSE(open.ok());
+  EXPECT_EQ(open.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(open.status().message().find(path), std::string::npos);
+  ApiOptions options;
+  options.token_path = path;
+  EXPECT_EQ(ApiServer::Start(store_, options, nullptr).status().code(),
+            StatusCode::kInvalidArgument);
+
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+  auto token = LoadOrCreateToken(path);
+  ASSERT_TRUE(token.ok()) << token.status().ToString();
+  EXPECT_EQ(*token, "s3cret-token");
+
+  std::ofstream(path, std::ios::trunc) << " \n\t";
+  auto empty = LoadOrCreateToken(path);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(empty.status().message().find(path), std::string::npos);
+}
+
+}  // namespace
+}  // namespace spot::control

@@ -23,7 +23,15 @@
 
 namespace spot::control {
 
-enum class JobState { kPending, kProvisioning, kRunning, kRecovering, kSucceeded, kFailed, kCancelled };
+enum class JobState {
+  kPending,
+  kProvisioning,
+  kRunning,
+  kRecovering,
+  kSucceeded,
+  kFailed,
+  kCancelled
+};
 // "PENDING", "PROVISIONING", ... (the API's and the database's spelling).
 std::string_view JobStateName(JobState s);
 Result<JobState> ParseJobState(std::string_view name);
@@ -38,57 +46,57 @@ bool IsTerminal(JobState s);  // SUCCEEDED, FAILED, CANCELLED
 bool CanTransition(JobState from, JobState to);
 
 struct JobRecord {
-  std::string id;               // the job's name (unique in the database)
+  std::string id;  // the job's name (unique in the database)
   std::string spec_path;
-  std::string spec_hash;        // XXH3 of the spec file's bytes, hex
+  std::string spec_hash;  // XXH3 of the spec file's bytes, hex
   JobState state = JobState::kPending;
-  std::string message;          // why the last transition happened
-  double wall_epoch_unix_s = 0; // wall time at which the simulated clock read 0
-  double time_compression = 1;  // simulated seconds per wall second
-  int64_t start_tick = 0;       // absolute tick of the job's start in the market
+  std::string message;           // why the last transition happened
+  double wall_epoch_unix_s = 0;  // wall time at which the simulated clock read 0
+  double time_compression = 1;   // simulated seconds per wall second
+  int64_t start_tick = 0;        // absolute tick of the job's start in the market
   double created_unix_s = 0;
   double updated_unix_s = 0;
 };
 
 struct InstanceRecord {
-  std::string id;               // "i-" + 17 hex digits
+  std::string id;  // "i-" + 17 hex digits
   std::string job_id;
-  int zone = -1;                // index into the job's zones; -1 on-demand
+  int zone = -1;  // index into the job's zones; -1 on-demand
   std::string zone_name;
   std::string instance_type;
   bool spot = true;
-  int64_t pid = 0;              // the local provider's worker process
+  int64_t pid = 0;  // the local provider's worker process
   int metadata_port = 0;
   double launched_s = 0;
   std::optional<double> ended_s;  // unset while it runs
-  std::string end_reason;       // preempted | terminated | failed | exited
-  double billed_until_s = 0;    // the ledger covers [launched_s, billed_until_s)
+  std::string end_reason;         // preempted | terminated | failed | exited
+  double billed_until_s = 0;      // the ledger covers [launched_s, billed_until_s)
 };
 
 struct LedgerEntry {
   std::string instance_id;
   double from_s = 0;
   double to_s = 0;
-  double usd_per_hour = 0;      // the price of every second in [from_s, to_s)
-  double usd = 0;               // (to_s - from_s) / 3600 * usd_per_hour
+  double usd_per_hour = 0;  // the price of every second in [from_s, to_s)
+  double usd = 0;           // (to_s - from_s) / 3600 * usd_per_hour
 };
 
 // One reconcile tick, as the policy saw and answered it.
 struct DecisionRecord {
-  int64_t tick = 0;             // ticks since the job's start
-  int64_t abs_tick = 0;         // tick in the market traces
+  int64_t tick = 0;      // ticks since the job's start
+  int64_t abs_tick = 0;  // tick in the market traces
   double progress_hours = 0;
-  std::string current;          // "idle" | "spot:Z" | "od" (after any preemption)
+  std::string current;  // "idle" | "spot:Z" | "od" (after any preemption)
   double changeover_left_hours = 0;
   bool preempted = false;
-  std::string target;           // the decision, same spelling
+  std::string target;  // the decision, same spelling
 };
 
 struct EventRecord {
   double sim_s = 0;
   double wall_unix_s = 0;
-  std::string kind;             // launch, notice, preempt, terminate, state, ...
-  std::string instance_id;      // "" when not about one instance
+  std::string kind;         // launch, notice, preempt, terminate, state, ...
+  std::string instance_id;  // "" when not about one instance
   std::string detail;
 };
 
@@ -108,10 +116,13 @@ class JobStore {
   virtual Result<std::vector<JobRecord>> ListJobs() = 0;
   // FailedPrecondition (naming both states) when CanTransition is false;
   // NotFound for an unknown job. Records a "state" event in the same transaction.
+  // A move to the current state changes nothing and records no event.
   virtual Status SetJobState(const std::string& id, JobState to, const std::string& message,
                              double sim_s) = 0;
 
-  // Insert, or replace the row with the same id.
+  // Insert, or replace the row with the same id. NotFound for an unknown job.
+  // A new row's billed_until_s starts at launched_s (its ledger is empty); a
+  // replace keeps the stored launched_s and billed_until_s, which only Bill() moves.
   virtual Status PutInstance(const InstanceRecord& instance) = 0;
   virtual Result<std::vector<InstanceRecord>> Instances(const std::string& job_id,
                                                         bool live_only) = 0;
@@ -122,7 +133,9 @@ class JobStore {
   // Appends ledger rows for one instance and advances its billed_until_s to
   // the last row's to_s, atomically. The rows must be contiguous, start at the
   // instance's billed_until_s, have to_s > from_s, and not pass ended_s when
-  // set; otherwise FailedPrecondition and nothing is written.
+  // set; otherwise FailedPrecondition and nothing is written. Each row is
+  // stored starting exactly where the previous one ended, with usd computed
+  // from its times and price (InvalidArgument for a negative or non-finite price).
   virtual Status Bill(const std::string& instance_id, std::span<const LedgerEntry> rows) = 0;
   virtual Result<std::vector<LedgerEntry>> Ledger(const std::string& job_id) = 0;
   virtual Result<double> TotalCost(const std::string& job_id) = 0;

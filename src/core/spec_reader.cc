@@ -178,6 +178,28 @@ void SpecReader::String(std::string_view key, std::string* out, bool required) {
   *out = n->Scalar();
 }
 
+void SpecReader::StringList(std::string_view key, std::vector<std::string>* out, bool required) {
+  known_.emplace(key);
+  if (!Has(key)) {
+    if (required) AddError(key, "required field is missing");
+    return;
+  }
+  YAML::Node n = node_[std::string(key)];
+  if (!n.IsSequence()) {
+    AddError(key, "expected a list of strings (got " + Quote(n) + ")");
+    return;
+  }
+  std::vector<std::string> items;
+  for (const YAML::Node& item : n) {
+    if (!item.IsScalar()) {
+      AddError(key, "expected a list of strings (an item is " + Quote(item) + ")");
+      return;
+    }
+    items.push_back(item.Scalar());
+  }
+  *out = std::move(items);
+}
+
 void SpecReader::Enum(std::string_view key, std::string* out,
                       std::initializer_list<std::string_view> allowed, bool required) {
   auto n = Scalar(key, required, "a string");

@@ -45,6 +45,8 @@ class SpecReader {
   void Double(std::string_view key, double* out, Bounds bounds = {}, bool required = false);
   void Bool(std::string_view key, bool* out);
   void String(std::string_view key, std::string* out, bool required = false);
+  // A list of strings (a YAML sequence of scalars).
+  void StringList(std::string_view key, std::vector<std::string>* out, bool required = false);
   // A string that must be one of `allowed`.
   void Enum(std::string_view key, std::string* out, std::initializer_list<std::string_view> allowed,
             bool required = false);

@@ -48,6 +48,15 @@ milliseconds Ms(double seconds) { return milliseconds(static_cast<int64_t>(secon
 
 std::atomic<int> g_stop_signal{0};
 extern "C" void OnWorkerStop(int sig) { g_stop_signal.store(sig); }
+// A stop asked for by a termination watcher, and by when the checkpoint must be safe.
+std::atomic<bool> g_stop_requested{false};
+std::atomic<double> g_stop_deadline_unix_s{0};
+std::atomic<double> g_stop_request_wall{0};
+bool StopWanted() { return g_stop_signal.load() != 0 || g_stop_requested.load(); }
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 int64_t WallMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -95,6 +104,8 @@ class Worker {
   Status Evaluate(const Generation& g, int64_t epoch, bool partial);
   Status MaybeSave(bool force);
   Status WriteOutputs(const Generation& g);
+  // Rank 0: the progress file (at most twice a second unless `force`).
+  void WriteProgress(const Generation& g, double loss, bool done, bool force = false);
   Status AllReduce(at::Tensor& t, const char* what);
   TrainRefs Refs() {
     return {model_.get(), optimizer_.get(), spec_.optimizer.type, &counters_};
@@ -131,6 +142,9 @@ class Worker {
   std::unique_ptr<ckpt::AsyncSaver> saver_;
   int64_t parent_version_ = -1;
   int64_t last_saved_step_ = -1;
+  int64_t restored_step_ = -1;
+  double last_loss_ = 0;
+  Clock::time_point last_progress_write_{};
   Clock::time_point last_save_time_;
   std::optional<ckpt::IntervalPolicy> interval_;  // checkpoint.interval: auto (rank 0)
 
@@ -270,6 +284,7 @@ Status Worker::ResumeFromCheckpoint() {
   counters_ = c;
   parent_version_ = loaded->info.id;
   last_saved_step_ = c.step;
+  restored_step_ = c.step;
   spdlog::info("no worker holds the state: resuming from checkpoint {} (step {})",
                loaded->info.id, c.step);
   return Status::Ok();
@@ -407,7 +422,7 @@ Result<StepResult> Worker::Step(const Generation& g, Slice batch) {
     auto reform = rdzv_->ShouldReform(g.number);
     c[kReform] = reform.ok() && *reform ? 1 : 0;
   }
-  c[kStop] = g_stop_signal.load() != 0 ? 1 : 0;
+  c[kStop] = StopWanted() ? 1 : 0;
   c[kLossSum] = loss_sum;
   c[kCount] = static_cast<double>(mine.size());
   c[kControlSize + g.rank] = rate_;
@@ -528,13 +543,34 @@ Result<Worker::Outcome> Worker::TrainGeneration(const Generation& g) {
           Evaluate(g, epoch_done ? counters_.epoch - 1 : counters_.epoch, !epoch_done));
     }
     SPOT_RETURN_IF_ERROR(MaybeSave(false));
-    if (r.stop && g_stop_signal.load() != 0) return Outcome::kStopped;
+    if (g.rank == 0) WriteProgress(g, r.loss, false);
+    if (r.stop && StopWanted()) return Outcome::kStopped;
     if (r.reform || r.stop) return Outcome::kReform;
   }
   if (evaluated_step_ != counters_.step) {
     SPOT_RETURN_IF_ERROR(Evaluate(g, counters_.epoch, true));
   }
   return Outcome::kDone;
+}
+
+void Worker::WriteProgress(const Generation& g, double loss, bool done, bool force) {
+  if (opt_.progress_path.empty()) return;
+  if (loss != 0) last_loss_ = loss;
+  const auto now = Clock::now();
+  if (!done && !force && Seconds(last_progress_write_, now) < 0.5) return;
+  last_progress_write_ = now;
+  nlohmann::json j = {{"job", spec_.name},
+                      {"step", counters_.step},
+                      {"total_steps", total_steps_},
+                      {"epoch", counters_.epoch},
+                      {"loss", last_loss_},
+                      {"test_accuracy", counters_.last_test_accuracy},
+                      {"world", g.world_size()},
+                      {"generation", g.number},
+                      {"restored_step", restored_step_},
+                      {"done", done}};
+  Status st = WriteFileAtomically(opt_.progress_path, j.dump() + "\n");
+  if (!st.ok()) spdlog::warn("progress file: {}", st.message());
 }
 
 Status Worker::WriteOutputs(const Generation& g) {
@@ -559,8 +595,10 @@ Status Worker::WriteOutputs(const Generation& g) {
                       {"bytes_sent", summary_.bytes_sent},
                       {"generations", summary_.generations},
                       {"model_path", model_path}};
-  return WriteFileAtomically((std::filesystem::path(spec_.output_dir) / "summary.json").string(),
-                             j.dump(2) + "\n");
+  SPOT_RETURN_IF_ERROR(WriteFileAtomically(
+      (std::filesystem::path(spec_.output_dir) / "summary.json").string(), j.dump(2) + "\n"));
+  WriteProgress(g, 0, /*done=*/true);
+  return Status::Ok();
 }
 
 Result<WorkerSummary> Worker::Run() {
@@ -590,8 +628,22 @@ Result<WorkerSummary> Worker::Run() {
     if (*out == Outcome::kReform) continue;
     if (*out == Outcome::kStopped) {
       summary_.stopped_by_signal = g_stop_signal.load();
+      summary_.stopped_by_request = g_stop_requested.load();
       SPOT_RETURN_IF_ERROR(MaybeSave(true));
-      if (saver_) SPOT_RETURN_IF_ERROR(saver_->Flush());
+      if (saver_) {
+        // A notice's deadline, less a margin for leaving; else the job's flush budget.
+        auto deadline = Clock::now() + Ms(spec_.checkpoint.flush_deadline_s);
+        if (summary_.stopped_by_request && g_stop_deadline_unix_s.load() > 0) {
+          deadline = Clock::now() + Ms(std::max(0.05, g_stop_deadline_unix_s.load() - UnixNow() - 0.2));
+        }
+        SPOT_RETURN_IF_ERROR(saver_->Flush(deadline));
+        if (summary_.stopped_by_request) {
+          summary_.stop_flush_seconds = UnixNow() - g_stop_request_wall.load();
+          spdlog::info("notice: checkpoint of step {} flushed {:.3f} s after the notice",
+                       counters_.step, summary_.stop_flush_seconds);
+        }
+      }
+      if (g.rank == 0) WriteProgress(g, 0, false, /*force=*/true);
       break;
     }
     SPOT_RETURN_IF_ERROR(WriteOutputs(g));
@@ -603,6 +655,12 @@ Result<WorkerSummary> Worker::Run() {
   summary_.samples_per_s = rate_;
   summary_.wall_seconds = Seconds(start, Clock::now());
   return summary_;
+}
+
+void RequestWorkerStop(double flush_deadline_unix_s) {
+  g_stop_deadline_unix_s.store(flush_deadline_unix_s);
+  g_stop_request_wall.store(UnixNow());
+  g_stop_requested.store(true);
 }
 
 Result<WorkerSummary> RunWorker(const train::TrainSpec& spec, const WorkerOptions& options) {

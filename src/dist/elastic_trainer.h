@@ -42,6 +42,11 @@ struct WorkerOptions {
   // SIGTERM/SIGINT: finish the current step, (rank 0) save a checkpoint, leave
   // the group so the others re-form at once, and stop.
   bool handle_signals = false;
+  // Rank 0 rewrites this JSON file (atomically) about twice a second and at
+  // the end: step, total_steps, epoch, loss, test_accuracy, world,
+  // generation, restored_step (the checkpoint step it resumed from, -1 none),
+  // done. A controller follows the training through it.
+  std::string progress_path;
   // Test and benchmark hook: after each step's compute, sleep this multiple of
   // it (1.0 makes a worker half as fast), to emulate a slower machine.
   double slowdown = 0;
@@ -60,8 +65,16 @@ struct WorkerSummary {
   uint64_t bytes_sent = 0;        // gradient payload handed to collectives
   uint64_t state_bytes_received = 0;
   int stopped_by_signal = 0;
+  bool stopped_by_request = false;  // RequestWorkerStop (a termination notice)
+  double stop_flush_seconds = -1;   // from the stop request to the flushed checkpoint (rank 0)
   double wall_seconds = 0;
 };
+
+// Asks the worker running in this process to stop as after SIGTERM (finish
+// the step; rank 0 saves a checkpoint and flushes it, to the durable tier
+// too, by `flush_deadline_unix_s`; leave the group so the others re-form),
+// for a termination notice. Thread-safe; a no-op when no worker runs.
+void RequestWorkerStop(double flush_deadline_unix_s);
 
 // Runs until the job's steps/epochs are done (every worker returns), the
 // rendezvous times out (DeadlineExceeded), or a signal stops this worker.

@@ -94,10 +94,9 @@ void ReadDistributed(SpecReader& r, DistributedSpec* d) {
 
 }  // namespace
 
-Result<TrainSpec> ParseTrainSpec(const std::string& yaml, const std::string& file_name) {
-  SPOT_ASSIGN_OR_RETURN(SpecReader top, SpecReader::FromString(yaml, file_name));
-  TrainSpec s;
-  s.source = file_name;
+void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
+  TrainSpec& s = *out;
+  s.source = top.file();
   top.String("name", &s.name);
   top.Enum("model", &s.model, {"cnn", "mlp"}, /*required=*/true);
   SpecReader& data = top.Section("dataset");
@@ -133,6 +132,12 @@ Result<TrainSpec> ParseTrainSpec(const std::string& yaml, const std::string& fil
     data.AddError("path", s.dataset_path + ": missing " + missing +
                               " (install Debian's dataset-fashion-mnist)");
   }
+}
+
+Result<TrainSpec> ParseTrainSpec(const std::string& yaml, const std::string& file_name) {
+  SPOT_ASSIGN_OR_RETURN(SpecReader top, SpecReader::FromString(yaml, file_name));
+  TrainSpec s;
+  ReadTrainSpecFields(top, &s);
   SPOT_RETURN_IF_ERROR(top.Finish());
   return s;
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/spec_reader.h"
 #include "core/status.h"
 
 namespace spot::train {
@@ -113,5 +114,9 @@ struct TrainSpec {
 // for every problem, including dataset files that are missing.
 Result<TrainSpec> LoadTrainSpec(const std::string& path);
 Result<TrainSpec> ParseTrainSpec(const std::string& yaml, const std::string& file_name);
+// Reads the fields of a training section into *out (defaults where absent),
+// recording problems in the reader; the caller calls Finish(). Used for a
+// `spot run` job's `train:` section.
+void ReadTrainSpecFields(SpecReader& section, TrainSpec* out);
 
 }  // namespace spot::train

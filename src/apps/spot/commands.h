@@ -41,10 +41,24 @@ struct WorkerArgs {
   double slowdown = 0;
   bool plain_progress = false;
   double log_interval_s = 10;
+  std::string progress_file;   // rank 0's progress JSON
+  std::string checkpoint_dir;  // overrides checkpoint.dir (this machine's local tier)
+  std::string watch = "auto";  // termination notices: none | auto | aws | gcp | azure
+  double notice_poll_s = 1;    // seconds between metadata polls
 };
 
 CLI::App* AddWorkerCommand(CLI::App& app, WorkerArgs* args);
 int RunWorkerCommand(const WorkerArgs& args);
+
+// `spot run JOB.yaml`: the controller (run_command.cc).
+struct RunArgs {
+  std::string job_path;
+  std::string decision_log;
+  double status_interval_s = 5;
+};
+
+CLI::App* AddRunCommand(CLI::App& app, RunArgs* args);
+int RunRunCommand(const RunArgs& args);
 
 // `spot rendezvous --port P`: hosts a rendezvous store for workers on other
 // machines until stopped (worker_command.cc).

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   CLI::App* worker = spot::cli::AddWorkerCommand(app, &worker_args);
   spot::cli::RendezvousArgs rdzv_args;
   CLI::App* rdzv = spot::cli::AddRendezvousCommand(app, &rdzv_args);
+  spot::cli::RunArgs run_args;
+  CLI::App* run = spot::cli::AddRunCommand(app, &run_args);
   spot::cli::SimArgs sim_args;
   CLI::App* sim = spot::cli::AddSimCommand(app, &sim_args);
   spot::cli::ForecastArgs forecast_args;
@@ -40,6 +42,7 @@ int main(int argc, char** argv) {
   }
   if (worker->parsed()) return spot::cli::RunWorkerCommand(worker_args);
   if (rdzv->parsed()) return spot::cli::RunRendezvous(rdzv_args);
+  if (run->parsed()) return spot::cli::RunRunCommand(run_args);
   if (sim->parsed()) return spot::cli::RunSim(sim_args);
   if (forecast->parsed()) return spot::cli::RunForecast(forecast_args);
   if (ckpt->parsed()) return spot::cli::RunCkpt(ckpt_args);

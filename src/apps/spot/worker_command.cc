@@ -2,7 +2,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -11,6 +13,7 @@
 
 #include "apps/spot/commands.h"
 #include "apps/spot/exit_code.h"
+#include "cloud/termination_watcher.h"
 #include "dist/c10d_stores.h"
 #include "dist/elastic_trainer.h"
 #include "train/train_spec.h"
@@ -40,6 +43,19 @@ CLI::App* AddWorkerCommand(CLI::App& app, WorkerArgs* args) {
   cmd->add_option("--slowdown", args->slowdown,
                   "Sleep this multiple of each step's compute time (emulates a slower machine)")
       ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--progress-file", args->progress_file,
+                  "Rank 0 keeps this JSON file up to date (step, total_steps, loss, done, ...)");
+  cmd->add_option("--checkpoint-dir", args->checkpoint_dir,
+                  "This machine's checkpoint tier (overrides the job's checkpoint.dir)");
+  cmd->add_option("--watch", args->watch,
+                  "Termination notices to watch for: none, auto (the cloud whose metadata "
+                  "variable is set: AWS_EC2_METADATA_SERVICE_ENDPOINT, GCE_METADATA_HOST, "
+                  "SPOT_AZURE_METADATA_ENDPOINT), aws, gcp or azure")
+      ->check(CLI::IsMember({"none", "auto", "aws", "gcp", "azure"}))
+      ->capture_default_str();
+  cmd->add_option("--notice-poll", args->notice_poll_s, "Seconds between metadata polls")
+      ->check(CLI::Range(0.01, 60.0))
+      ->capture_default_str();
   cmd->add_flag("--plain", args->plain_progress, "Periodic log lines, never a progress bar");
   cmd->add_option("--log-interval", args->log_interval_s, "Seconds between progress lines")
       ->check(CLI::PositiveNumber);
@@ -53,8 +69,33 @@ int RunWorkerCommand(const WorkerArgs& args) {
     return ExitCodeFor(spec.status());
   }
   if (args.threads > 0) spec->threads = args.threads;
+  if (!args.checkpoint_dir.empty()) spec->checkpoint.dir = args.checkpoint_dir;
   std::string tag = args.id.empty() ? fmt::format("worker {}", ::getpid()) : args.id;
   spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [{}] [%^%l%$] %v", tag));
+  // The termination watcher: a notice stops the worker as SIGTERM would, with
+  // the notice's time as the deadline for the checkpoint.
+  std::unique_ptr<cloud::TerminationWatcher> watcher;
+  if (args.watch != "none") {
+    auto source = cloud::NoticeSourceFromEnv(args.watch);
+    if (source.ok()) {
+      spdlog::info("watching {} termination notices at {}", cloud::FlavorName((*source)->flavor()),
+                   (*source)->endpoint());
+      watcher = std::make_unique<cloud::TerminationWatcher>(
+          std::move(source).value(), args.notice_poll_s, [](const cloud::Notice& n) {
+            const double now = std::chrono::duration<double>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count();
+            // GCP gives no time: its documented budget is 30 s.
+            const double deadline = n.time_unix_s > 0 ? n.time_unix_s : now + 30;
+            spdlog::warn("termination notice ({} {}): {:.1f} s left; saving and leaving",
+                         cloud::FlavorName(n.flavor), n.action, deadline - now);
+            dist::RequestWorkerStop(deadline);
+          });
+    } else if (args.watch != "auto" || source.status().code() != StatusCode::kNotFound) {
+      fmt::print(stderr, "error: --watch {}: {}\n", args.watch, source.status().message());
+      return ExitCodeFor(source.status());
+    }
+  }
   auto summary = dist::RunWorker(*spec, {.rendezvous = args.rendezvous,
                                          .id = args.id,
                                          .host = args.host,
@@ -64,12 +105,22 @@ int RunWorkerCommand(const WorkerArgs& args) {
                                          .plain_progress = args.plain_progress,
                                          .log_interval_s = args.log_interval_s,
                                          .handle_signals = true,
+                                         .progress_path = args.progress_file,
                                          .slowdown = args.slowdown});
   if (!summary.ok()) {
     fmt::print(stderr, "error: {}\n", summary.status().message());
     return ExitCodeFor(summary.status());
   }
   const dist::WorkerSummary& s = *summary;
+  if (s.stopped_by_request) {
+    fmt::print("{}: {} stopped by a termination notice at step {} and left the group{}\n",
+               spec->name, tag, s.steps,
+               s.stop_flush_seconds >= 0
+                   ? fmt::format(" (checkpoint flushed {:.3f} s after the notice)",
+                                 s.stop_flush_seconds)
+                   : "");
+    return kExitOk;
+  }
   if (s.stopped_by_signal != 0) {
     fmt::print("{}: {} stopped by {} at step {} and left the group\n", spec->name, tag,
                strsignal(s.stopped_by_signal), s.steps);

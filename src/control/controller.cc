@@ -1,0 +1,601 @@
+#include "control/controller.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "core/file_io.h"
+
+namespace spot::control {
+namespace {
+
+using policy::InstanceKind;
+using policy::Placement;
+
+constexpr double kEps = 1e-9;
+
+double SystemWallNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Placement ParsePlacement(const std::string& s) {
+  if (s == "od") return Placement::OnDemand();
+  if (s.rfind("spot:", 0) == 0) return Placement::Spot(std::stoi(s.substr(5)));
+  return Placement::Idle();
+}
+
+std::string NewInstanceId() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return fmt::format("i-0{:016x}", rng());
+}
+
+}  // namespace
+
+std::string PlacementName(const Placement& p) {
+  switch (p.kind) {
+    case InstanceKind::kSpot: return fmt::format("spot:{}", p.zone);
+    case InstanceKind::kOnDemand: return "od";
+    case InstanceKind::kIdle: break;
+  }
+  return "idle";
+}
+
+std::string DecisionLogLine(const DecisionRecord& d) {
+  nlohmann::json j = {{"tick", d.tick},
+                      {"abs_tick", d.abs_tick},
+                      {"preempted", d.preempted},
+                      {"current", d.current},
+                      {"target", d.target},
+                      {"progress_hours", d.progress_hours},
+                      {"changeover_left_hours", d.changeover_left_hours}};
+  return j.dump();
+}
+
+TrainingProgress ReadTrainingProgress(const std::string& path) {
+  TrainingProgress p;
+  auto text = ReadFile(path);
+  if (!text.ok()) return p;
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return p;
+  p.known = true;
+  p.step = j.value("step", int64_t{0});
+  p.total_steps = j.value("total_steps", int64_t{0});
+  p.epoch = j.value("epoch", int64_t{0});
+  p.done = j.value("done", false);
+  p.loss = j.value("loss", 0.0);
+  p.test_accuracy = j.value("test_accuracy", -1.0);
+  p.world = j.value("world", 0);
+  p.json = *text;
+  return p;
+}
+
+struct Controller::Impl {
+  RunSpec spec;
+  ControllerDeps d;
+  policy::JobSpec job;
+  double gap_s = 0;
+  double h = 0;  // tick length in hours
+  int64_t ticks = 0;
+  std::string id;
+  double wall_epoch = 0;
+  double compression = 1;
+  int64_t start_tick = 0;
+  JobState state = JobState::kPending;
+  Placement placement;         // the policy's model of where the job runs
+  int64_t entered_tick = 0;
+  int64_t last_tick = -1;
+  std::map<std::string, InstanceRecord> instances;  // every instance of the job
+  std::atomic<bool> cancel{false};
+  JobOutcome out;
+  std::FILE* decision_log = nullptr;
+  TrainingProgress progress;
+  int64_t step_at_placement = -1;
+  int failures_since_progress = 0;
+  double last_status_wall = 0;
+  double last_progress_put_wall = 0;
+  double start_wall = 0;
+  double reconcile_us_sum = 0;
+  int64_t reconcile_passes = 0;
+
+  double NowS() const { return (d.wall_now() - wall_epoch) * compression; }
+  bool Up(int z, int64_t abs) const {
+    return abs < ticks && d.zones[z]->available[abs] >= job.nodes;
+  }
+  double PricePerInstance(const InstanceRecord& r, int64_t abs) const {
+    if (!r.spot) return job.ondemand_price;
+    const market::Trace& t = *d.zones[r.zone];
+    if (!t.has_prices()) return 1.0;
+    return t.price[std::clamp<int64_t>(abs, 0, t.ticks() - 1)];
+  }
+  Placement Sanitize(Placement p, int64_t abs) const {
+    if (p.kind == InstanceKind::kOnDemand) return Placement::OnDemand();
+    if (p.kind == InstanceKind::kSpot && p.zone >= 0 && p.zone < static_cast<int>(d.zones.size()) &&
+        Up(p.zone, abs)) {
+      return p;
+    }
+    return Placement::Idle();
+  }
+  double ProgressHours() const {
+    if (progress.total_steps <= 0) return 0;
+    return std::min(job.compute_hours, job.compute_hours * static_cast<double>(progress.step) /
+                                           static_cast<double>(progress.total_steps));
+  }
+  double ChangeoverLeft(int64_t t) const {
+    if (placement.kind == InstanceKind::kIdle) return 0;
+    return std::max(0.0, job.changeover_hours - static_cast<double>(t - entered_tick) * h);
+  }
+
+  Status Event(double sim_s, const std::string& kind, const std::string& instance,
+               const std::string& detail) {
+    return d.store->AppendEvent(id, {.sim_s = sim_s, .wall_unix_s = d.wall_now(), .kind = kind,
+                                     .instance_id = instance, .detail = detail});
+  }
+  Status SetState(JobState to, const std::string& message, double sim_s) {
+    if (to == state) return Status::Ok();
+    SPOT_RETURN_IF_ERROR(d.store->SetJobState(id, to, message, sim_s));
+    spdlog::info("job {}: {} -> {}{}", id, JobStateName(state), JobStateName(to),
+                 message.empty() ? "" : " (" + message + ")");
+    state = to;
+    return Status::Ok();
+  }
+
+  Status Start(const std::string& spec_hash, bool* resumed);
+  Status Resume();
+  Status ReplayDecisions();
+  Status PollProvider(double now);
+  Status ReconcileTick(int64_t t);
+  Status EnsureFleet(double now);
+  Status Launch(double now);
+  Status TerminateInstance(InstanceRecord& r, double now, const std::string& why);
+  Status Bill(double now);
+  Status Finish(JobState to, const std::string& message, double now);
+  void StatusLine(double now);
+  Result<JobOutcome> Loop();
+};
+
+Status Controller::Impl::Start(const std::string& spec_hash, bool* resumed) {
+  SPOT_ASSIGN_OR_RETURN(std::optional<JobRecord> rec, d.store->GetJob(id));
+  *resumed = false;
+  if (!rec) {
+    wall_epoch = d.wall_now();
+    JobRecord j{.id = id,
+                .spec_path = spec.source,
+                .spec_hash = spec_hash,
+                .state = JobState::kPending,
+                .message = "created",
+                .wall_epoch_unix_s = wall_epoch,
+                .time_compression = compression,
+                .start_tick = start_tick,
+                .created_unix_s = wall_epoch,
+                .updated_unix_s = wall_epoch};
+    SPOT_RETURN_IF_ERROR(d.store->CreateJob(j));
+    std::error_code ec;
+    std::filesystem::remove(d.progress_path, ec);  // a stale file of an older job of this name
+    return Status::Ok();
+  }
+  if (rec->spec_hash != spec_hash) {
+    return FailedPreconditionError(fmt::format(
+        "{}: the state in {} belongs to job '{}' made from a different job file (hash {} vs {}); "
+        "use another controller.state_dir or name",
+        spec.source, d.store->path(), id, rec->spec_hash, spec_hash));
+  }
+  state = rec->state;
+  wall_epoch = rec->wall_epoch_unix_s;
+  compression = rec->time_compression;
+  start_tick = rec->start_tick;
+  if (IsTerminal(state)) return Status::Ok();
+  *resumed = true;
+  return Resume();
+}
+
+Status Controller::Impl::ReplayDecisions() {
+  SPOT_ASSIGN_OR_RETURN(std::vector<DecisionRecord> log, d.store->Decisions(id));
+  int mismatches = 0;
+  for (const DecisionRecord& r : log) {
+    Placement cur = ParsePlacement(r.current);
+    if (r.abs_tick < ticks) {
+      policy::Observation obs{.tick = r.tick,
+                              .time_hours = static_cast<double>(r.tick) * h,
+                              .job = job,
+                              .progress_hours = r.progress_hours,
+                              .current = cur,
+                              .changeover_left_hours = r.changeover_left_hours,
+                              .preempted_now = r.preempted,
+                              .market = policy::MarketView(d.zones, r.abs_tick, job.nodes)};
+      Placement again = Sanitize(d.policy->Decide(obs).target, r.abs_tick);
+      if (PlacementName(again) != r.target) ++mismatches;
+    }
+    Placement target = ParsePlacement(r.target);
+    if (!(target == cur) && target.kind != InstanceKind::kIdle) entered_tick = r.tick;
+    placement = target;
+    last_tick = r.tick;
+    if (r.preempted) ++out.preemptions;
+    ++out.decisions;
+  }
+  if (mismatches > 0) {
+    spdlog::warn("job {}: replaying {} decisions into a fresh {} policy gave {} different answers",
+                 id, log.size(), d.policy->name(), mismatches);
+  }
+  return Status::Ok();
+}
+
+Status Controller::Impl::Resume() {
+  SPOT_RETURN_IF_ERROR(ReplayDecisions());
+  const double now = NowS();
+  SPOT_ASSIGN_OR_RETURN(std::vector<InstanceRecord> all, d.store->Instances(id, false));
+  int adopted = 0;
+  for (InstanceRecord& r : all) {
+    instances[r.id] = r;
+    if (r.ended_s) continue;
+    cloud::InstanceView v{.spec = {.id = r.id, .zone = r.zone, .spot = r.spot,
+                                   .zone_name = r.zone_name, .region = spec.resources.region,
+                                   .instance_type = r.instance_type},
+                          .pid = r.pid,
+                          .metadata_port = r.metadata_port,
+                          .launched_s = r.launched_s};
+    Status st = r.pid > 0 ? d.adopt(v, now) : NotFoundError("never started");
+    if (st.ok()) {
+      ++adopted;
+      continue;
+    }
+    // Gone while no controller watched: billed until now, as a cloud bills an
+    // instance until someone terminates it.
+    spdlog::warn("instance {}: {}", r.id, st.message());
+    SPOT_RETURN_IF_ERROR(d.store->EndInstance(r.id, std::max(now, r.billed_until_s), "lost"));
+    instances[r.id].ended_s = std::max(now, r.billed_until_s);
+    instances[r.id].end_reason = "lost";
+    SPOT_RETURN_IF_ERROR(Event(now, "lost", r.id, std::string(st.message())));
+  }
+  spdlog::info("job {}: resumed at {:.2f} simulated hours; {} decisions replayed, {} instances "
+               "adopted", id, now / 3600, out.decisions, adopted);
+  return Event(now, "resume", "", fmt::format("{} instances adopted", adopted));
+}
+
+Status Controller::Impl::TerminateInstance(InstanceRecord& r, double now, const std::string& why) {
+  if (r.ended_s) return Status::Ok();
+  now = std::max(now, r.billed_until_s);
+  Status st = d.provider->Terminate(r.id, now);
+  if (!st.ok() && st.code() != StatusCode::kNotFound) return st;
+  SPOT_RETURN_IF_ERROR(d.store->EndInstance(r.id, now, "terminated"));
+  r.ended_s = now;
+  r.end_reason = "terminated";
+  if (d.on_instance_gone) d.on_instance_gone(r.id);
+  return Event(now, "terminate", r.id, why);
+}
+
+Status Controller::Impl::PollProvider(double now) {
+  for (const cloud::ProviderEvent& e : d.provider->Poll(now)) {
+    auto it = instances.find(e.instance_id);
+    if (it == instances.end()) continue;
+    InstanceRecord& r = it->second;
+    switch (e.kind) {
+      case cloud::ProviderEvent::Kind::kNotice:
+        ++out.notices;
+        SPOT_RETURN_IF_ERROR(Event(e.sim_s, "notice", r.id, e.detail));
+        break;
+      case cloud::ProviderEvent::Kind::kPreempted: {
+        if (r.ended_s) break;  // already terminated by us
+        const double at = std::max(e.sim_s, r.billed_until_s);
+        SPOT_RETURN_IF_ERROR(d.store->EndInstance(r.id, at, "preempted"));
+        r.ended_s = at;
+        r.end_reason = "preempted";
+        if (d.on_instance_gone) d.on_instance_gone(r.id);
+        SPOT_RETURN_IF_ERROR(Event(at, "preempt", r.id, e.detail));
+        break;
+      }
+      case cloud::ProviderEvent::Kind::kExited: {
+        // The worker process ended; the instance is billed until it is
+        // terminated or reclaimed, as a VM whose program ended still is.
+        int code = -1;
+        double notice = -1;
+        for (const cloud::InstanceView& v : d.provider->List()) {
+          if (v.spec.id == r.id) {
+            code = v.exit_code;
+            notice = v.notice_s;
+          }
+        }
+        SPOT_RETURN_IF_ERROR(Event(e.sim_s, "exit", r.id, e.detail));
+        if (d.on_instance_gone) d.on_instance_gone(r.id);
+        if (r.ended_s || notice >= 0 || (code == 0 && progress.done)) break;
+        // Neither a notice nor the end of training: the worker failed. Give
+        // the instance back; the next pass launches a replacement.
+        ++failures_since_progress;
+        spdlog::warn("instance {}: worker {}; replacing it", r.id, e.detail);
+        SPOT_RETURN_IF_ERROR(TerminateInstance(r, e.sim_s, "worker " + e.detail));
+        break;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status Controller::Impl::ReconcileTick(int64_t t) {
+  const int64_t abs = start_tick + t;
+  bool preempted = false;
+  if (placement.kind == InstanceKind::kSpot && !Up(placement.zone, abs)) {
+    preempted = true;
+    placement = Placement::Idle();
+    ++out.preemptions;
+  }
+  DecisionRecord rec{.tick = t,
+                     .abs_tick = abs,
+                     .progress_hours = ProgressHours(),
+                     .current = PlacementName(placement),
+                     .changeover_left_hours = ChangeoverLeft(t),
+                     .preempted = preempted};
+  Placement target;
+  if (abs < ticks) {
+    policy::Observation obs{.tick = t,
+                            .time_hours = static_cast<double>(t) * h,
+                            .job = job,
+                            .progress_hours = rec.progress_hours,
+                            .current = placement,
+                            .changeover_left_hours = rec.changeover_left_hours,
+                            .preempted_now = preempted,
+                            .market = policy::MarketView(d.zones, abs, job.nodes)};
+    target = Sanitize(d.policy->Decide(obs).target, abs);
+  } else {
+    target = Placement::OnDemand();  // the market's records ended: finish on demand, as SpotSim does
+  }
+  rec.target = PlacementName(target);
+  SPOT_RETURN_IF_ERROR(d.store->AppendDecision(id, rec));
+  ++out.decisions;
+  if (decision_log) {
+    std::fprintf(decision_log, "%s\n", DecisionLogLine(rec).c_str());
+    std::fflush(decision_log);
+  }
+  const double sim_s = static_cast<double>(t) * gap_s;
+  if (preempted) {
+    SPOT_RETURN_IF_ERROR(SetState(JobState::kRecovering, "spot capacity lost", sim_s));
+  }
+  if (!(target == placement)) {
+    if (target.kind != InstanceKind::kIdle) {
+      entered_tick = t;
+      step_at_placement = progress.step;
+      if (state != JobState::kRecovering) {
+        SPOT_RETURN_IF_ERROR(SetState(JobState::kProvisioning, "moving to " + rec.target, sim_s));
+      }
+    } else if (state == JobState::kRunning || state == JobState::kPending) {
+      SPOT_RETURN_IF_ERROR(SetState(JobState::kProvisioning, "waiting for capacity", sim_s));
+    }
+    placement = target;
+  } else if (state == JobState::kPending && target.kind == InstanceKind::kIdle) {
+    SPOT_RETURN_IF_ERROR(SetState(JobState::kProvisioning, "waiting for capacity", sim_s));
+  }
+  return Status::Ok();
+}
+
+Status Controller::Impl::Launch(double now) {
+  const bool spot = placement.kind == InstanceKind::kSpot;
+  InstanceRecord r{.id = NewInstanceId(),
+                   .job_id = id,
+                   .zone = spot ? placement.zone : -1,
+                   .zone_name = spot ? d.zones[placement.zone]->pool.zone : "on-demand",
+                   .instance_type = spec.resources.instance_type,
+                   .spot = spot,
+                   .launched_s = now,
+                   .billed_until_s = now};
+  // Recorded before it exists: a controller killed during the launch finds it.
+  SPOT_RETURN_IF_ERROR(d.store->PutInstance(r));
+  instances[r.id] = r;
+  auto v = d.provider->Launch({.id = r.id, .zone = r.zone, .spot = spot, .zone_name = r.zone_name,
+                               .region = spec.resources.region,
+                               .instance_type = r.instance_type},
+                              now);
+  InstanceRecord& rec = instances[r.id];
+  if (!v.ok()) {
+    SPOT_RETURN_IF_ERROR(d.store->EndInstance(r.id, now, "failed"));
+    rec.ended_s = now;
+    rec.end_reason = "failed";
+    ++failures_since_progress;
+    return Event(now, "launch-failed", r.id, std::string(v.status().message()));
+  }
+  rec.pid = v->pid;
+  rec.metadata_port = v->metadata_port;
+  SPOT_RETURN_IF_ERROR(d.store->PutInstance(rec));
+  ++out.launches;
+  return Event(now, "launch", r.id,
+               fmt::format("{} {} pid {}", spot ? "spot" : "on-demand", r.zone_name, v->pid));
+}
+
+Status Controller::Impl::EnsureFleet(double now) {
+  int live = 0;
+  for (auto& [iid, r] : instances) {
+    if (r.ended_s) continue;
+    const bool wanted = (placement.kind == InstanceKind::kSpot && r.spot && r.zone == placement.zone) ||
+                        (placement.kind == InstanceKind::kOnDemand && !r.spot);
+    if (!wanted || live >= job.nodes) {
+      SPOT_RETURN_IF_ERROR(TerminateInstance(r, now, "not in the fleet of " + PlacementName(placement)));
+    } else {
+      ++live;
+    }
+  }
+  if (placement.kind == InstanceKind::kIdle) return Status::Ok();
+  if (failures_since_progress > 3 * job.nodes + 3) {
+    return UnavailableError(fmt::format(
+        "{} instance launches or workers failed without any training progress; see the logs in "
+        "{}", failures_since_progress, std::filesystem::path(d.store->path()).parent_path().string()));
+  }
+  for (; live < job.nodes; ++live) SPOT_RETURN_IF_ERROR(Launch(now));
+  return Status::Ok();
+}
+
+Status Controller::Impl::Bill(double now) {
+  const double whole = std::floor(now / gap_s + kEps) * gap_s;
+  for (auto& [iid, r] : instances) {
+    const double until = r.ended_s ? *r.ended_s : std::max(whole, r.billed_until_s);
+    if (until <= r.billed_until_s + kEps) continue;
+    std::vector<LedgerEntry> rows;
+    for (double from = r.billed_until_s; from < until - kEps;) {
+      const int64_t tick = static_cast<int64_t>(std::floor(from / gap_s + kEps));
+      const double to = std::min(static_cast<double>(tick + 1) * gap_s, until);
+      const double price = PricePerInstance(r, start_tick + tick);
+      rows.push_back({.instance_id = r.id, .from_s = from, .to_s = to, .usd_per_hour = price,
+                      .usd = (to - from) / 3600.0 * price});
+      from = to;
+    }
+    if (rows.empty()) continue;
+    SPOT_RETURN_IF_ERROR(d.store->Bill(r.id, rows));
+    r.billed_until_s = rows.back().to_s;
+  }
+  return Status::Ok();
+}
+
+Status Controller::Impl::Finish(JobState to, const std::string& message, double now) {
+  for (auto& [iid, r] : instances) SPOT_RETURN_IF_ERROR(TerminateInstance(r, now, message));
+  SPOT_RETURN_IF_ERROR(Bill(now));
+  SPOT_RETURN_IF_ERROR(SetState(to, message, now));
+  out.message = message;
+  return Status::Ok();
+}
+
+void Controller::Impl::StatusLine(double now) {
+  if (!d.status_line || d.wall_now() - last_status_wall < d.status_interval_s) return;
+  last_status_wall = d.wall_now();
+  int live = 0;
+  for (const auto& [iid, r] : instances) live += r.ended_s ? 0 : 1;
+  auto cost = d.store->TotalCost(id);
+  std::string where = placement.kind == InstanceKind::kSpot
+                          ? "spot " + d.zones[placement.zone]->pool.zone
+                          : placement.kind == InstanceKind::kOnDemand ? "on-demand" : "idle";
+  d.status_line(fmt::format(
+      "{:6.2f} h | {} | {} x{} | step {}/{} | ${:.2f} | preemptions {}", now / 3600,
+      JobStateName(state), where, live, progress.step, progress.total_steps,
+      cost.ok() ? *cost : 0.0, out.preemptions));
+}
+
+Result<JobOutcome> Controller::Impl::Loop() {
+  const auto interval = std::chrono::duration<double>(spec.controller.reconcile_interval_s);
+  while (true) {
+    const auto pass_start = std::chrono::steady_clock::now();
+    const double now = NowS();
+    // Progress first: a worker that exits after finishing has written it.
+    TrainingProgress p = ReadTrainingProgress(d.progress_path);
+    if (p.known) {
+      if (p.step > progress.step) failures_since_progress = 0;
+      progress = p;
+    }
+    SPOT_RETURN_IF_ERROR(PollProvider(now));
+    if (cancel.load()) {
+      SPOT_RETURN_IF_ERROR(Finish(JobState::kCancelled, "cancelled through the API", now));
+      break;
+    }
+    if (progress.done) {
+      SPOT_RETURN_IF_ERROR(Finish(JobState::kSucceeded,
+                                  fmt::format("trained {} steps", progress.step), now));
+      break;
+    }
+    const int64_t tick = static_cast<int64_t>(std::floor(now / gap_s + kEps));
+    while (last_tick < tick) SPOT_RETURN_IF_ERROR(ReconcileTick(++last_tick));
+    if (Status st = EnsureFleet(now); !st.ok()) {
+      SPOT_RETURN_IF_ERROR(Finish(JobState::kFailed, std::string(st.message()), now));
+      break;
+    }
+    SPOT_RETURN_IF_ERROR(Bill(now));
+    if (spec.budget_usd > 0) {
+      SPOT_ASSIGN_OR_RETURN(double cost, d.store->TotalCost(id));
+      if (cost >= spec.budget_usd) {
+        SPOT_RETURN_IF_ERROR(Finish(
+            JobState::kFailed,
+            fmt::format("budget of ${:.2f} reached (${:.2f} spent) before the job finished",
+                        spec.budget_usd, cost),
+            now));
+        break;
+      }
+    }
+    if ((state == JobState::kProvisioning || state == JobState::kRecovering) &&
+        placement.kind != InstanceKind::kIdle && progress.step > step_at_placement &&
+        progress.world > 0) {
+      SPOT_RETURN_IF_ERROR(SetState(JobState::kRunning, fmt::format("training at step {} on {} "
+                                                                    "workers", progress.step,
+                                                                    progress.world), now));
+    }
+    if (progress.known && d.wall_now() - last_progress_put_wall >= 1) {
+      last_progress_put_wall = d.wall_now();
+      SPOT_RETURN_IF_ERROR(d.store->PutValue(id, "progress", progress.json));
+    }
+    StatusLine(now);
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - pass_start)
+            .count();
+    reconcile_us_sum += us;
+    out.reconcile_us_max = std::max(out.reconcile_us_max, us);
+    ++reconcile_passes;
+    std::this_thread::sleep_for(interval);
+  }
+  if (progress.known) (void)d.store->PutValue(id, "progress", progress.json);
+  return out;
+}
+
+Controller::Controller(const RunSpec& spec, ControllerDeps deps) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.spec = spec;
+  m.d = std::move(deps);
+  if (!m.d.wall_now) m.d.wall_now = SystemWallNow;
+  m.job = ToPolicyJob(spec);
+  m.gap_s = m.d.zones.empty() ? 1 : m.d.zones[0]->gap_seconds;
+  m.h = m.gap_s / 3600.0;
+  m.ticks = m.d.zones.empty() ? 0 : m.d.zones[0]->ticks();
+  m.id = spec.name;
+  m.compression = spec.market.time_compression;
+  m.start_tick = spec.market.start_tick;
+}
+
+Controller::~Controller() {
+  if (impl_->decision_log) std::fclose(impl_->decision_log);
+}
+
+Status Controller::RequestCancel() {
+  impl_->cancel.store(true);
+  return Status::Ok();
+}
+
+Result<JobOutcome> Controller::Run(const std::string& spec_hash) {
+  Impl& m = *impl_;
+  m.start_wall = m.d.wall_now();
+  if (m.d.zones.empty()) return InvalidArgumentError("the job has no market zones");
+  if (m.start_tick >= m.ticks) {
+    return InvalidArgumentError(fmt::format("{}: market.start_tick {} is past the traces' {} ticks",
+                                            m.spec.source, m.start_tick, m.ticks));
+  }
+  if (m.d.policy->needs_future()) {
+    return InvalidArgumentError(fmt::format(
+        "{}: policy '{}' needs to know the future; it is a bound for `spot sim`, not a live policy",
+        m.spec.source, m.d.policy->name()));
+  }
+  m.d.policy->Start({m.job, policy::MarketView(m.d.zones, m.start_tick, m.job.nodes), m.start_tick});
+  SPOT_RETURN_IF_ERROR(m.Start(spec_hash, &m.out.resumed));
+  if (!m.d.decision_log_path.empty()) {
+    m.decision_log = std::fopen(m.d.decision_log_path.c_str(), m.out.resumed ? "a" : "w");
+    if (!m.decision_log) return InternalError("cannot write " + m.d.decision_log_path);
+  }
+  JobOutcome out;
+  if (!IsTerminal(m.state)) {
+    SPOT_ASSIGN_OR_RETURN(out, m.Loop());
+  } else {
+    out = m.out;
+  }
+  SPOT_ASSIGN_OR_RETURN(std::optional<JobRecord> rec, m.d.store->GetJob(m.id));
+  if (!rec) return InternalError("job " + m.id + " vanished from " + m.d.store->path());
+  out.state = rec->state;
+  out.message = rec->message;
+  SPOT_ASSIGN_OR_RETURN(out.cost_usd, m.d.store->TotalCost(m.id));
+  double end_s = 0;
+  SPOT_ASSIGN_OR_RETURN(std::vector<InstanceRecord> all, m.d.store->Instances(m.id, false));
+  for (const InstanceRecord& r : all) end_s = std::max(end_s, r.ended_s.value_or(r.billed_until_s));
+  out.sim_hours = end_s / 3600;
+  out.wall_seconds = m.d.wall_now() - m.start_wall;
+  out.reconcile_us_mean = m.reconcile_passes ? m.reconcile_us_sum / m.reconcile_passes : 0;
+  return out;
+}
+
+}  // namespace spot::control

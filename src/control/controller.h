@@ -1,0 +1,108 @@
+// The controller of `spot run`: one reconcile loop that, at every tick of the
+// replayed market, observes the market and the fleet, asks the job's Policy
+// (the same objects SpotSim drives) where to run, and makes the provider's
+// fleet match: launch the gang, terminate what is no longer wanted. Between
+// ticks it follows the fleet (notices, reclaims, exits), bills every
+// instance-second at that second's price, and reads the training's progress.
+//
+// Durable: decisions, instances, ledger rows and state changes go to the
+// JobStore before they are acted on, so a controller killed at any point and
+// started again with the same job file adopts the running instances, replays
+// the decisions into a fresh policy (checking that it answers the same), and
+// goes on without a gap or a double count in the ledger.
+//
+// The policy's model of the job (docs/spotsim.md) is kept tick for tick:
+// a spot gang is lost at the tick its zone's capacity drops below the gang,
+// entering an instance costs `changeover_hours` of the policy's time, asking
+// for spot without capacity is idle. Progress is measured: committed steps /
+// total steps x compute_hours.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cloud/provider.h"
+#include "control/job_store.h"
+#include "control/run_spec.h"
+#include "market/trace.h"
+#include "policy/policy.h"
+
+namespace spot::control {
+
+// What the training reported (rank 0 writes it; see dist::WorkerOptions).
+struct TrainingProgress {
+  bool known = false;
+  int64_t step = 0;
+  int64_t total_steps = 0;
+  int64_t epoch = 0;
+  bool done = false;
+  double loss = 0;
+  double test_accuracy = -1;
+  int world = 0;
+  std::string json;  // as read, for the API
+};
+// Reads the progress file; `known` false when absent or unreadable.
+TrainingProgress ReadTrainingProgress(const std::string& path);
+
+struct ControllerDeps {
+  JobStore* store = nullptr;
+  cloud::Provider* provider = nullptr;
+  std::vector<const market::Trace*> zones;  // the job's market (the provider's too)
+  std::unique_ptr<policy::Policy> policy;
+  std::string progress_path;    // the training's progress JSON
+  std::string decision_log_path;  // JSON lines, one per tick ("" = none)
+  // Takes over an instance recorded by an earlier controller process.
+  std::function<Status(const cloud::InstanceView&, double now_s)> adopt;
+  // An instance ended (the launcher may tell the rendezvous at once).
+  std::function<void(const std::string& instance_id)> on_instance_gone;
+  // Wall clock (Unix seconds); tests may slow or speed it.
+  std::function<double()> wall_now;
+  // Called about every `status_interval_s` of wall time with a one-line status.
+  std::function<void(const std::string&)> status_line;
+  double status_interval_s = 5;
+};
+
+struct JobOutcome {
+  JobState state = JobState::kPending;
+  std::string message;
+  double sim_hours = 0;          // simulated hours from start to end
+  double wall_seconds = 0;       // of this controller process
+  double cost_usd = 0;           // the ledger's total
+  int preemptions = 0;           // gangs lost to the market
+  int notices = 0;               // interruption notices given
+  int launches = 0;
+  int decisions = 0;
+  bool resumed = false;          // this process took over an existing job
+  double reconcile_us_mean = 0;  // controller time per reconcile pass
+  double reconcile_us_max = 0;
+};
+
+class Controller {
+ public:
+  Controller(const RunSpec& spec, ControllerDeps deps);
+  ~Controller();
+
+  // Creates the job (or resumes it when the store has it and it has not
+  // ended) and runs it to a terminal state. FailedPrecondition when the store
+  // holds a job of that name made from a different job file.
+  Result<JobOutcome> Run(const std::string& spec_hash);
+
+  // Thread-safe: the API's cancel.
+  Status RequestCancel();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// "idle", "spot:Z", "od": the decision logs' spelling of a placement.
+std::string PlacementName(const policy::Placement& p);
+// One JSON line of a decision log (the same for `spot sim run --decision-log`).
+std::string DecisionLogLine(const DecisionRecord& d);
+
+}  // namespace spot::control

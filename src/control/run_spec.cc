@@ -1,0 +1,63 @@
+#include "control/run_spec.h"
+
+namespace spot::control {
+
+void ReadRunSpecFields(SpecReader& top, RunSpec* out) {
+  RunSpec& s = *out;
+  s.source = top.file();
+  top.String("name", &s.name, /*required=*/true);
+  top.String("policy", &s.policy);
+  top.Double("compute_hours", &s.compute_hours, {.min = 0, .min_exclusive = true});
+  top.Double("deadline_hours", &s.deadline_hours, {.min = 0, .min_exclusive = true});
+  top.Double("budget_usd", &s.budget_usd, {.min = 0});
+  if (s.deadline_hours < s.compute_hours) {
+    top.AddError("deadline_hours", "must be >= compute_hours (" + std::to_string(s.compute_hours) + ")");
+  }
+
+  SpecReader& r = top.Section("resources");
+  r.String("instance_type", &s.resources.instance_type);
+  r.String("region", &s.resources.region);
+  r.StringList("zones", &s.resources.zones);
+  r.Int("nodes", &s.resources.nodes, {.min = 1, .max = 64});
+  r.Int("min_nodes", &s.resources.min_nodes, {.min = 1, .max = 64});
+  r.Double("ondemand_price", &s.resources.ondemand_price, {.min = 0, .min_exclusive = true});
+  r.Double("changeover_hours", &s.resources.changeover_hours, {.min = 0});
+  if (s.resources.min_nodes > s.resources.nodes) {
+    r.AddError("min_nodes", "must be <= nodes (" + std::to_string(s.resources.nodes) + ")");
+  }
+
+  SpecReader& m = top.Section("market");
+  m.StringList("traces", &s.market.traces);
+  m.String("prices", &s.market.prices);
+  m.Enum("when_missing", &s.market.when_missing, {"synthetic", "error"});
+  m.Int("synthetic_seed", &s.market.synthetic_seed, {.min = 0});
+  m.Int("start_tick", &s.market.start_tick, {.min = 0});
+  m.Double("time_compression", &s.market.time_compression, {.min = 0, .min_exclusive = true});
+  m.Double("notice_seconds", &s.market.notice_seconds, {.min = 0, .max = 3600});
+  m.Enum("metadata", &s.market.metadata, {"aws", "gcp", "azure"});
+  m.String("capacity_scale", &s.market.capacity_scale);
+  if (s.market.capacity_scale != "auto") {
+    char* end = nullptr;
+    long v = std::strtol(s.market.capacity_scale.c_str(), &end, 10);
+    if (end == s.market.capacity_scale.c_str() || *end != '\0' || v < 1) {
+      m.AddError("capacity_scale", "must be auto or an integer >= 1 (got '" +
+                                       s.market.capacity_scale + "')");
+    }
+  }
+
+  SpecReader& c = top.Section("controller");
+  c.String("state_dir", &s.controller.state_dir);
+  c.Int("api_port", &s.controller.api_port, {.min = 0, .max = 65535});
+  c.Double("reconcile_interval_s", &s.controller.reconcile_interval_s, {.min = 0.005, .max = 10});
+  c.Double("terminate_grace_s", &s.controller.terminate_grace_s, {.min = 0, .max = 600});
+}
+
+policy::JobSpec ToPolicyJob(const RunSpec& spec) {
+  return {.compute_hours = spec.compute_hours,
+          .deadline_hours = spec.deadline_hours,
+          .changeover_hours = spec.resources.changeover_hours,
+          .nodes = static_cast<int>(spec.resources.nodes),
+          .ondemand_price = spec.resources.ondemand_price};
+}
+
+}  // namespace spot::control

@@ -1,0 +1,68 @@
+// The job file of `spot run` (docs/job-spec.md, "spot run"): what to train
+// (the `train:` section, the fields of a `spot train` job), on what capacity
+// (resources), by when and for how much (deadline, budget), decided by which
+// policy, over which market. This file reads everything but `train:`, which
+// the caller reads with train::ReadTrainSpecFields on the same reader so that
+// every error names the file, line and field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/spec_reader.h"
+#include "policy/observation.h"
+
+namespace spot::control {
+
+struct ResourcesSpec {
+  std::string instance_type = "p3.2xlarge";  // what the instances are called
+  std::string region = "us-east-1";
+  std::vector<std::string> zones;  // candidate zones by name; empty: every zone of the market
+  int64_t nodes = 2;               // workers, held as one gang (>= 1)
+  int64_t min_nodes = 1;           // training goes on with at least this many (<= nodes)
+  double ondemand_price = 3.06;    // $ per instance-hour on demand (> 0)
+  double changeover_hours = 0.05;  // what the policy assumes entering an instance costs
+};
+
+struct MarketSpec {
+  std::vector<std::string> traces;  // availability JSON files, one per zone
+  std::string prices;               // spot price change points (CSV); "" = none
+  std::string when_missing = "synthetic";  // traces absent: synthetic | error
+  int64_t synthetic_seed = 1;
+  int64_t start_tick = 0;           // tick of the traces at which the job starts
+  double time_compression = 60;     // simulated seconds per wall second (> 0)
+  double notice_seconds = 120;      // interruption notice ahead of a reclaim (>= 0)
+  std::string metadata = "aws";     // the metadata service the instances see: aws | gcp | azure
+  // Capacity of a trace tick for the gang: "auto" multiplies single-instance
+  // probe traces (counts 0/1) by `nodes`, so a probe that got one instance
+  // stands for the gang; a number multiplies every count by it.
+  std::string capacity_scale = "auto";
+};
+
+struct ControllerSpec {
+  std::string state_dir;            // default: <train.output_dir>/controller
+  int64_t api_port = 0;             // loopback port of the HTTP API; 0 = any free one
+  double reconcile_interval_s = 0.05;  // wall seconds between reconcile passes
+  double terminate_grace_s = 10;    // wall seconds from SIGTERM to SIGKILL
+};
+
+struct RunSpec {
+  std::string source;               // the file
+  std::string name;                 // the job's name (train.name is set to it)
+  std::string policy = "greedy";    // a registered policy
+  double compute_hours = 2;         // C: work on one gang, the policy's estimate (> 0)
+  double deadline_hours = 6;        // D: hours after the job's start (>= compute_hours)
+  double budget_usd = 0;            // the job fails rather than spend more; 0 = no budget
+  ResourcesSpec resources;
+  MarketSpec market;
+  ControllerSpec controller;
+};
+
+// Reads every section but `train:` from `top`; errors go to the reader.
+void ReadRunSpecFields(SpecReader& top, RunSpec* out);
+
+// The policy's view of the job.
+policy::JobSpec ToPolicyJob(const RunSpec& spec);
+
+}  // namespace spot::control
