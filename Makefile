@@ -24,8 +24,8 @@ build: deps $(BUILD)/build.ninja
 # Trains the CNN on Fashion-MNIST for 2 epochs (about 2 minutes on 2 cores) and
 # prints the test accuracy. Starts fresh each time.
 demo: build
-	rm -rf runs/fashion-mnist-cnn
-	$(BUILD)/bin/spot train examples/fashion-mnist.yaml
+	rm -rf runs/fashion-mnist-spot
+	$(BUILD)/bin/spot run examples/fashion-mnist-spot.yaml
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(TEST_JOBS)

@@ -141,7 +141,7 @@ Status LocalProvider::Terminate(const std::string& id, double now_s) {
   if (it == instances_.end()) return NotFoundError("no instance " + id);
   Instance& inst = it->second;
   if (inst.view.state != InstanceState::kRunning) return Status::Ok();
-  SignalProcess(inst.view.pid, SIGTERM);
+  if (inst.view.process_running) SignalProcess(inst.view.pid, SIGTERM);  // never a reaped pid
   inst.term_sent_wall = WallNow();
   End(inst, InstanceState::kTerminated, now_s);
   return Status::Ok();
@@ -195,7 +195,7 @@ std::vector<ProviderEvent> LocalProvider::Poll(double now_s) {
     }
     if (v.state == InstanceState::kRunning && v.reclaim_s >= 0) {
       // The market decides, whatever the process did meanwhile.
-      if (v.notice_s < 0 && now_s >= v.reclaim_s - opt_.notice_s) {
+      if (opt_.notice_s > 0 && v.notice_s < 0 && now_s >= v.reclaim_s - opt_.notice_s) {
         v.notice_s = std::max(v.launched_s, v.reclaim_s - opt_.notice_s);
         if (inst.metadata) {
           inst.metadata->SetNotice({.action = "terminate", .time_unix_s = WallUnixS(v.reclaim_s)});

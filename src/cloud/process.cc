@@ -53,6 +53,8 @@ Result<int64_t> Spawn(const SpawnOptions& options) {
     ::dup2(in, 0);
     ::dup2(out, 1);
     ::dup2(out, 2);
+    if (in > 2) ::close(in);
+    if (out > 2) ::close(out);
     ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }

@@ -100,6 +100,10 @@ struct Controller::Impl {
   TrainingProgress progress;
   int64_t step_at_placement = -1;
   int failures_since_progress = 0;
+  int64_t max_step_seen = 0;
+  std::string last_failure;
+  std::map<std::string, double> unheard_since_wall;  // instance -> first wall time not heard from
+  double last_liveness_check_wall = 0;
   double last_status_wall = 0;
   double last_progress_put_wall = 0;
   double start_wall = 0;
@@ -157,6 +161,7 @@ struct Controller::Impl {
   Status Launch(double now);
   Status TerminateInstance(InstanceRecord& r, double now, const std::string& why);
   Status Bill(double now);
+  Status CheckReachable(double now);
   Status Finish(JobState to, const std::string& message, double now);
   void StatusLine(double now);
   Result<JobOutcome> Loop();
@@ -232,6 +237,15 @@ Status Controller::Impl::Resume() {
   SPOT_RETURN_IF_ERROR(ReplayDecisions());
   const double now = NowS();
   SPOT_ASSIGN_OR_RETURN(std::vector<InstanceRecord> all, d.store->Instances(id, false));
+  // Notices already given are not given (nor counted) again.
+  SPOT_ASSIGN_OR_RETURN(std::vector<EventRecord> events, d.store->Events(id));
+  std::map<std::string, double> noticed;
+  for (const EventRecord& e : events) {
+    if (e.kind == "notice") {
+      noticed[e.instance_id] = e.sim_s;
+      ++out.notices;
+    }
+  }
   int adopted = 0;
   for (InstanceRecord& r : all) {
     instances[r.id] = r;
@@ -241,7 +255,8 @@ Status Controller::Impl::Resume() {
                                    .instance_type = r.instance_type},
                           .pid = r.pid,
                           .metadata_port = r.metadata_port,
-                          .launched_s = r.launched_s};
+                          .launched_s = r.launched_s,
+                          .notice_s = noticed.count(r.id) ? noticed[r.id] : -1.0};
     Status st = r.pid > 0 ? d.adopt(v, now) : NotFoundError("never started");
     if (st.ok()) {
       ++adopted;
@@ -309,7 +324,9 @@ Status Controller::Impl::PollProvider(double now) {
         // Neither a notice nor the end of training: the worker failed. Give
         // the instance back; the next pass launches a replacement.
         ++failures_since_progress;
-        spdlog::warn("instance {}: worker {}; replacing it", r.id, e.detail);
+        if (d.last_error) last_failure = d.last_error(r.id);
+        spdlog::warn("instance {}: worker {}; replacing it{}", r.id, e.detail,
+                     last_failure.empty() ? "" : " (" + last_failure + ")");
         SPOT_RETURN_IF_ERROR(TerminateInstance(r, e.sim_s, "worker " + e.detail));
         break;
       }
@@ -422,10 +439,42 @@ Status Controller::Impl::EnsureFleet(double now) {
   if (placement.kind == InstanceKind::kIdle) return Status::Ok();
   if (failures_since_progress > 3 * job.nodes + 3) {
     return UnavailableError(fmt::format(
-        "{} instance launches or workers failed without any training progress; see the logs in "
-        "{}", failures_since_progress, std::filesystem::path(d.store->path()).parent_path().string()));
+        "{} instance launches or workers failed without training progress{}",
+        failures_since_progress, last_failure.empty() ? "" : "; the last one: " + last_failure));
   }
   for (; live < job.nodes; ++live) SPOT_RETURN_IF_ERROR(Launch(now));
+  return Status::Ok();
+}
+
+// A worker whose process runs but is not heard from (stopped, hung, cut off)
+// holds a billed instance and no share of the work: replace it.
+Status Controller::Impl::CheckReachable(double now) {
+  const double wall = d.wall_now();
+  if (!d.is_alive || wall - last_liveness_check_wall < 1) return Status::Ok();
+  last_liveness_check_wall = wall;
+  std::map<std::string, bool> process_running;
+  for (const cloud::InstanceView& v : d.provider->List()) process_running[v.spec.id] = v.process_running;
+  for (auto& [iid, r] : instances) {
+    // An ended process is the provider's business (exit events), not a silence.
+    if (r.ended_s || r.pid <= 0 || !process_running[iid]) {
+      unheard_since_wall.erase(iid);
+      continue;
+    }
+    const double launched_wall = wall_epoch + r.launched_s / compression;
+    if (wall - launched_wall < d.unreachable_after_s || d.is_alive(iid)) {
+      unheard_since_wall.erase(iid);
+      continue;
+    }
+    auto [it, fresh] = unheard_since_wall.emplace(iid, wall);
+    if (fresh || wall - it->second < d.unreachable_after_s) continue;
+    ++failures_since_progress;
+    last_failure = fmt::format("instance {} unreachable: no heartbeat for {:.0f} s", iid,
+                               wall - it->second);
+    spdlog::warn("{}; replacing it", last_failure);
+    SPOT_RETURN_IF_ERROR(Event(now, "unreachable", iid, last_failure));
+    SPOT_RETURN_IF_ERROR(TerminateInstance(r, now, "unreachable"));
+    unheard_since_wall.erase(iid);
+  }
   return Status::Ok();
 }
 
@@ -454,6 +503,17 @@ Status Controller::Impl::Finish(JobState to, const std::string& message, double 
   for (auto& [iid, r] : instances) SPOT_RETURN_IF_ERROR(TerminateInstance(r, now, message));
   SPOT_RETURN_IF_ERROR(Bill(now));
   SPOT_RETURN_IF_ERROR(SetState(to, message, now));
+  // Leave no process behind: the provider's Poll sends SIGKILL once a
+  // terminated process outlives its grace.
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration<double>(spec.controller.terminate_grace_s + 2);
+  while (std::chrono::steady_clock::now() < until) {
+    (void)d.provider->Poll(now);
+    bool running = false;
+    for (const cloud::InstanceView& v : d.provider->List()) running |= v.process_running;
+    if (!running) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   out.message = message;
   return Status::Ok();
 }
@@ -481,7 +541,9 @@ Result<JobOutcome> Controller::Impl::Loop() {
     // Progress first: a worker that exits after finishing has written it.
     TrainingProgress p = ReadTrainingProgress(d.progress_path);
     if (p.known) {
-      if (p.step > progress.step) failures_since_progress = 0;
+      // Progress is new steps, not a restart redoing old ones.
+      if (p.step > max_step_seen) failures_since_progress = 0;
+      max_step_seen = std::max(max_step_seen, p.step);
       progress = p;
     }
     SPOT_RETURN_IF_ERROR(PollProvider(now));
@@ -490,12 +552,19 @@ Result<JobOutcome> Controller::Impl::Loop() {
       break;
     }
     if (progress.done) {
+      // The training can end while a gang is still being (re)provisioned (an
+      // elastic training finishes on the workers left); there is no way from
+      // PROVISIONING or RECOVERING to SUCCEEDED but through RUNNING.
+      if (state == JobState::kProvisioning || state == JobState::kRecovering) {
+        SPOT_RETURN_IF_ERROR(SetState(JobState::kRunning, "the training ended", now));
+      }
       SPOT_RETURN_IF_ERROR(Finish(JobState::kSucceeded,
                                   fmt::format("trained {} steps", progress.step), now));
       break;
     }
     const int64_t tick = static_cast<int64_t>(std::floor(now / gap_s + kEps));
     while (last_tick < tick) SPOT_RETURN_IF_ERROR(ReconcileTick(++last_tick));
+    SPOT_RETURN_IF_ERROR(CheckReachable(now));
     if (Status st = EnsureFleet(now); !st.ok()) {
       SPOT_RETURN_IF_ERROR(Finish(JobState::kFailed, std::string(st.message()), now));
       break;

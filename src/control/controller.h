@@ -60,6 +60,13 @@ struct ControllerDeps {
   std::function<Status(const cloud::InstanceView&, double now_s)> adopt;
   // An instance ended (the launcher may tell the rendezvous at once).
   std::function<void(const std::string& instance_id)> on_instance_gone;
+  // Whether the instance's worker is heard from (its rendezvous heartbeat).
+  // A running instance not heard from for `unreachable_after_s` wall seconds
+  // (after the same grace from its launch) is replaced. Unset: not checked.
+  std::function<bool(const std::string& instance_id)> is_alive;
+  double unreachable_after_s = 20;
+  // The last error an instance's worker reported (its log), for messages.
+  std::function<std::string(const std::string& instance_id)> last_error;
   // Wall clock (Unix seconds); tests may slow or speed it.
   std::function<double()> wall_now;
   // Called about every `status_interval_s` of wall time with a one-line status.

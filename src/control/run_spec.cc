@@ -50,6 +50,7 @@ void ReadRunSpecFields(SpecReader& top, RunSpec* out) {
   c.Int("api_port", &s.controller.api_port, {.min = 0, .max = 65535});
   c.Double("reconcile_interval_s", &s.controller.reconcile_interval_s, {.min = 0.005, .max = 10});
   c.Double("terminate_grace_s", &s.controller.terminate_grace_s, {.min = 0, .max = 600});
+  c.Double("unreachable_after_s", &s.controller.unreachable_after_s, {.min = 1, .max = 3600});
 }
 
 policy::JobSpec ToPolicyJob(const RunSpec& spec) {

@@ -45,6 +45,8 @@ struct ControllerSpec {
   int64_t api_port = 0;             // loopback port of the HTTP API; 0 = any free one
   double reconcile_interval_s = 0.05;  // wall seconds between reconcile passes
   double terminate_grace_s = 10;    // wall seconds from SIGTERM to SIGKILL
+  double unreachable_after_s = 20;  // wall seconds without a worker's heartbeat before
+                                    // its instance is replaced
 };
 
 struct RunSpec {

@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <mutex>
 #include <random>
 #include <regex>
 #include <thread>
@@ -49,7 +50,10 @@ class C10dKvStore final : public KvStore {
     return std::optional<std::string>(raw->substr(kHeader));
   }
   Status Put(const std::string& key, const std::string& value) override {
-    return Guard("set", [&] { return (store_->set(prefix_ + key, Bytes(Stored(value))), 0); })
+    return Guard("set", [&] {
+             std::lock_guard<std::mutex> l(mu_);
+             return (store_->set(prefix_ + key, Bytes(Stored(value))), 0);
+           })
         .status();
   }
   Result<bool> CompareAndSwap(const std::string& key, const std::optional<std::string>& expected,
@@ -62,11 +66,16 @@ class C10dKvStore final : public KvStore {
     }
     const std::string want = Stored(desired);
     return Guard("compare-set", [&] {
+      std::lock_guard<std::mutex> l(mu_);
       return Text(store_->compareSet(prefix_ + key, Bytes(current), Bytes(want))) == want;
     });
   }
   Status Delete(const std::string& key) override {
-    return Guard("delete", [&] { return store_->deleteKey(prefix_ + key); }).status();
+    return Guard("delete", [&] {
+             std::lock_guard<std::mutex> l(mu_);
+             return store_->deleteKey(prefix_ + key);
+           })
+        .status();
   }
   Status Heartbeat(const std::string& id) override {
     return Put("alive/" + id, std::to_string(WallMs()));
@@ -89,6 +98,7 @@ class C10dKvStore final : public KvStore {
   }
   Result<std::optional<std::string>> GetRaw(const std::string& key) {
     return Guard("get", [&]() -> std::optional<std::string> {
+      std::lock_guard<std::mutex> l(mu_);
       const std::string k = prefix_ + key;
       if (!store_->check({k})) return std::nullopt;
       std::string raw = Text(store_->get(k));
@@ -102,6 +112,9 @@ class C10dKvStore final : public KvStore {
   c10::intrusive_ptr<c10d::Store> store_;
   const std::string prefix_;
   const std::chrono::milliseconds ttl_;
+  // A TCPStore client is one socket: calls from the heartbeat thread and the
+  // rendezvous must not interleave their bytes on it.
+  std::mutex mu_;
 };
 
 class KvC10dStore final : public c10d::Store {
@@ -219,11 +232,14 @@ Result<RendezvousBackend> OpenRendezvous(const std::string& url, const std::stri
                               .isServer = false,
                               .waitWorkers = false,
                               .timeout = timeout};
+      // Two connections: the rendezvous and its heartbeat thread on one, the
+      // process groups (Gloo's own store traffic) on the other.
       b.group_store = c10::make_intrusive<c10d::TCPStore>(host, o);
+      b.kv = NewC10dKvStore(c10::make_intrusive<c10d::TCPStore>(host, o), kTcpKvPrefix,
+                            liveness_ttl);
     } catch (const std::exception& e) {
       return UnavailableError(fmt::format("rendezvous {}: {}", url, e.what()));
     }
-    b.kv = NewC10dKvStore(b.group_store, kTcpKvPrefix, liveness_ttl);
     return b;
   }
   EtcdOptions eo;

@@ -121,12 +121,29 @@ bool Rendezvous::CanClose(const State& s, const std::vector<MemberInfo>& alive) 
   const int64_t waited = WallMs() - s.opened_ms;
   if (s.prev.empty()) return waited >= opt_.join_window.count();
   if (waited >= opt_.last_call.count()) return true;
+  bool survivor = false;
   for (const std::string& p : s.prev) {
-    if (Contains(s.members, p)) continue;
+    if (Contains(s.members, p)) {
+      survivor = true;
+      continue;
+    }
     auto live = store_->IsAlive(p);
     if (!live.ok() || *live) return false;  // may still come back
   }
-  return true;
+  // The whole previous group is gone (a reclaimed gang): its replacements
+  // gather for a join window, as a first generation does.
+  return survivor || waited >= opt_.join_window.count();
+}
+
+// Members of a generation that are still alive (a store error counts a
+// member alive: waiting is the safe side).
+int Rendezvous::AliveCount(const std::vector<MemberInfo>& members) const {
+  int n = 0;
+  for (const MemberInfo& m : members) {
+    auto live = store_->IsAlive(m.id);
+    n += !live.ok() || *live ? 1 : 0;
+  }
+  return n;
 }
 
 Result<bool> Rendezvous::TryClose(const State& s, const std::string& raw) {
@@ -175,7 +192,8 @@ Result<Generation> Rendezvous::Join(const MemberInfo& me_in) {
       last_generation_ = s.gen;
       return g;
     } else if (Contains(s.members, id_) ||
-               static_cast<int>(s.members.size()) < opt_.max_workers) {
+               static_cast<int>(s.members.size()) < opt_.max_workers ||
+               AliveCount(s.members) < opt_.max_workers) {
       // Re-forming after a failure, or a newcomer with room to join: open the
       // next generation, taking in the newcomers that were waiting.
       State next{.gen = s.gen + 1, .open = true, .members = {me}, .opened_ms = WallMs()};

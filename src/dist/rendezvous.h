@@ -5,14 +5,15 @@
 //
 // Protocol (one JSON state key per job, changed only by compare-and-swap):
 //   closed(g, members)  --a member re-joins, or a newcomer while g has fewer
-//                         than max_workers--> open(g+1, [joiner], prev = g's)
+//                         than max_workers alive--> open(g+1, [joiner], prev = g's)
 //   open(g+1, members)  --joiners add themselves--> open(g+1, more)
 //   open(g+1, members)  --any member sees the close rule hold--> closed(g+1)
 // Close rule, over the members still alive (KvStore liveness):
 //   alive >= min_workers, and one of
 //     alive == max_workers;
 //     the first generation (no previous one) and join_window has passed;
-//     every member of the previous generation has joined or is dead;
+//     every member of the previous generation has joined or is dead (when
+//       all of them are dead, after join_window, as for a first generation);
 //     last_call has passed since the round opened (a live straggler that
 //     never re-joins cannot hold the job forever).
 // Ranks: previous members keep their relative order (rank 0 stays rank 0 if it
@@ -93,6 +94,7 @@ class Rendezvous {
   Result<State> Read(std::string* raw);
   Result<bool> TryClose(const State& s, const std::string& raw);
   bool CanClose(const State& s, const std::vector<MemberInfo>& alive) const;
+  int AliveCount(const std::vector<MemberInfo>& members) const;
   void StopHeartbeat();
 
   KvStore* store_;

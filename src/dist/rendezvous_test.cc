@@ -150,6 +150,22 @@ TEST(RendezvousTest, FullGroupKeepsANewcomerWaitingUntilThereIsRoom) {
   EXPECT_EQ(Ids(g2[0]), (std::vector<std::string>{"w0", "w2"}));
 }
 
+// A whole full group lost at once (a spot gang reclaimed): the replacements
+// must not wait for room in a group of the dead.
+TEST(RendezvousTest, ReplacementsOfAWholeLostGroupFormTheNextGeneration) {
+  auto kv = NewMemoryKvStore(milliseconds(60000));
+  auto rs = Make(kv.get(), 4, Options(1, 2));
+  JoinAll(rs, {0, 1});
+  rs[0].reset();  // both die (no Leave)...
+  rs[1].reset();
+  ASSERT_TRUE(kv->MarkDead("w0").ok());  // ...and the launcher says so
+  ASSERT_TRUE(kv->MarkDead("w1").ok());
+  std::vector<Generation> g2 = JoinAll(rs, {2, 3});
+  ASSERT_EQ(g2[0].world_size(), 2);
+  EXPECT_EQ(g2[0].number, 2);
+  EXPECT_EQ(g2[1].number, 2);
+}
+
 TEST(RendezvousTest, TooFewWorkersTimesOutWithAClearMessage) {
   auto kv = NewMemoryKvStore(milliseconds(500));
   RendezvousOptions o = Options(2, 4);

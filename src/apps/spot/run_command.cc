@@ -130,6 +130,16 @@ int64_t StepLogLines(const std::string& path) {
   return n;
 }
 
+// The last line of a worker's log that reports an error ("" when none).
+std::string LastErrorLine(const std::string& log_path) {
+  std::ifstream in(log_path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (line.find("error") != std::string::npos) last = line;
+  }
+  return last;
+}
+
 int Fail(const Status& s) {
   fmt::print(stderr, "error: {}\n", s.message());
   return ExitCodeFor(s);
@@ -246,6 +256,16 @@ int RunRunCommand(const RunArgs& args) {
        .adopt = [&](const cloud::InstanceView& v,
                     double now) { return provider.Adopt(v, now); },
        .on_instance_gone = [kv](const std::string& id) { (void)kv->MarkDead(id); },
+       .is_alive =
+           [kv](const std::string& id) {
+             auto alive = kv->IsAlive(id);
+             return !alive.ok() || *alive;  // a store hiccup is not a verdict
+           },
+       .unreachable_after_s = j.run.controller.unreachable_after_s,
+       .last_error =
+           [&](const std::string& id) {
+             return LastErrorLine((fs::path(instances_dir) / (id + ".log")).string());
+           },
        .status_line = [](const std::string& line) { spdlog::info("{}", line); },
        .status_interval_s = args.status_interval_s});
   auto api = control::ApiServer::Start(

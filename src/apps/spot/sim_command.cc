@@ -14,9 +14,32 @@
 #include "policy/registry.h"
 #include "sim/evaluate.h"
 #include "sim/svg_timeline.h"
+#include "control/controller.h"
 
 namespace spot::cli {
 namespace {
+
+// The run as `spot run` logs its decisions: per tick, where the job was after
+// any preemption, where the policy put it, and the progress it saw.
+std::string DecisionLog(const sim::RunResult& r, int64_t start_tick) {
+  std::string out;
+  policy::Placement at;
+  double progress = 0;
+  for (size_t t = 0; t < r.timeline.size(); ++t) {
+    const sim::TickRecord& rec = r.timeline[t];
+    if (rec.preempted) at = policy::Placement::Idle();
+    control::DecisionRecord d{.tick = static_cast<int64_t>(t),
+                              .abs_tick = start_tick + static_cast<int64_t>(t),
+                              .progress_hours = progress,
+                              .current = control::PlacementName(at),
+                              .preempted = rec.preempted,
+                              .target = control::PlacementName(rec.placement)};
+    at = rec.placement;
+    progress = rec.progress;
+    out += control::DecisionLogLine(d) + "\n";
+  }
+  return out;
+}
 
 void AddMarketAndJobFlags(CLI::App* cmd, SimArgs* a) {
   cmd->add_option("--trace", a->traces,
@@ -104,8 +127,13 @@ int RunOne(const policy::PolicyRegistry& reg, const std::vector<market::Trace>& 
                                                  a.start_tick, m.zones[0]->ticks() - 1)));
   }
   sim::RunResult r = sim::SimulateJob(**p, m.zones, a.start_tick, job,
-                                      {.record_timeline = !a.svg.empty()});
+                                      {.record_timeline = !a.svg.empty() || !a.decision_log.empty()});
   fmt::print("{}", RunSummary(m.name, a.policy, r, a));
+  if (!a.decision_log.empty()) {
+    Status w = WriteFileAtomically(a.decision_log, DecisionLog(r, a.start_tick));
+    if (!w.ok()) return Fail(InvalidArgumentError("--decision-log " + a.decision_log + ": " + w.message()));
+    fmt::print("decisions: {}\n", a.decision_log);
+  }
   if (!a.svg.empty()) {
     std::string svg = sim::RenderTimelineSvg(r, m.zones, a.start_tick, job,
                                              fmt::format("{} on {}", a.policy, m.name));
@@ -131,6 +159,8 @@ CLI::App* AddSimCommand(CLI::App& app, SimArgs* a) {
   run->add_option("--start-tick", a->start_tick, "Tick of the trace the job starts at")
       ->capture_default_str();
   run->add_option("--svg", a->svg, "Write a timeline picture (SVG) to this file");
+  run->add_option("--decision-log", a->decision_log,
+                  "Write one JSON line per tick (the format of `spot run`'s decision log)");
   CLI::App* eval = sim->add_subcommand("eval", "Evaluate policies over sampled job starts");
   eval->callback([a] { a->action = "eval"; });
   AddMarketAndJobFlags(eval, a);

@@ -1,0 +1,354 @@
+// End-to-end tests of `spot run`: the real controller, real `spot worker`
+// processes preempted by a replayed market through their metadata endpoints,
+// the real SQLite state and rendezvous. Markets are small hand-made traces
+// (one tick = one wall second), so every preemption happens at a known tick.
+#include <signal.h>
+#include <sys/mount.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "apps/spot/e2e_support.h"
+#include "control/job_store.h"
+
+namespace spot::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Zone A: up, down at ticks 4-5, up again. Zone B: down until 5, up 5-9,
+// down 10-11, up. Greedy: A, lost at 4, B at 5, lost at 10, A to the end.
+constexpr int kTicks = 400;
+std::vector<int> Pattern(std::initializer_list<std::pair<int, int>> down) {
+  std::vector<int> a(kTicks, 1);
+  for (auto [from, to] : down) {
+    for (int t = from; t <= to; ++t) a[t] = 0;
+  }
+  return a;
+}
+
+class RunTest : public E2eTest {
+ protected:
+  void WriteTrace(const std::string& zone, const std::vector<int>& counts) {
+    json j = {{"metadata", {{"gap_seconds", 60}}}, {"data", counts}};
+    std::ofstream(dir_ / (zone + "_gpu_1.json")) << j.dump();
+  }
+  void TwoZoneMarket() {
+    WriteTrace("zone-a", Pattern({{4, 5}}));
+    WriteTrace("zone-b", Pattern({{0, 4}, {10, 11}}));
+  }
+  // A `spot run` job over the traces written so far; `extra_*` append YAML
+  // to the top level, the market, the controller and the train sections.
+  std::filesystem::path RunJob(const std::string& name, const std::string& market_extra,
+                               const std::string& train_extra, int64_t steps,
+                               const std::string& top_extra = "",
+                               const std::string& controller_extra = "") {
+    std::string traces;
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      if (e.path().string().ends_with("_gpu_1.json")) traces += "    - " + e.path().string() + "\n";
+    }
+    std::string yaml = fmt::format(
+        "name: {name}\n{policy}compute_hours: 0.3\ndeadline_hours: 3\n{top}"
+        "resources:\n  nodes: 2\n  min_nodes: 1\n  ondemand_price: 3.0\n  changeover_hours: 0.02\n"
+        "market:\n  traces:\n{traces}  time_compression: 60\n  notice_seconds: 60\n"
+        "  when_missing: error\n{market}"
+        "controller:\n  reconcile_interval_s: 0.02\n  terminate_grace_s: 1\n{controller}"
+        "train:\n  model: mlp\n  dataset:\n    path: {data}\n    train_limit: 1600\n"
+        "    test_limit: 500\n  batch_size: 16\n  steps: {steps}\n  seed: 7\n  threads: 1\n"
+        "  optimizer:\n    type: adam\n    lr: 0.002\n  checkpoint:\n    interval: steps\n"
+        "    interval_steps: 50\n  distributed:\n    collective_timeout_s: 3\n"
+        "  output_dir: {out}\n{train}",
+        fmt::arg("name", name),
+        fmt::arg("policy", top_extra.starts_with("policy:") ? "" : "policy: greedy\n"),
+        fmt::arg("top", top_extra), fmt::arg("traces", traces),
+        fmt::arg("market", market_extra), fmt::arg("controller", controller_extra),
+        fmt::arg("data", kDataset), fmt::arg("steps", steps),
+        fmt::arg("out", (dir_ / name).string()), fmt::arg("train", train_extra));
+    return WriteJob(name, yaml);
+  }
+  json Summary(const std::string& name) {
+    std::ifstream in(dir_ / name / "run-summary.json");
+    return json::parse(in);
+  }
+  std::vector<json> JsonLines(const fs::path& path) {
+    std::vector<json> out;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) out.push_back(json::parse(line));
+    }
+    return out;
+  }
+  std::unique_ptr<control::JobStore> Store(const std::string& name) {
+    auto s = control::JobStore::Open((dir_ / name / "controller" / "state.db").string());
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+  // Every instance is billed over exactly its lifetime: contiguous rows from
+  // launch to end, no gap, no overlap, and the total is the rows' sum.
+  void ExpectLedgerMatchesLifetimes(const std::string& name) {
+    auto store = Store(name);
+    ASSERT_NE(store, nullptr);
+    auto instances = store->Instances(name, false);
+    auto ledger = store->Ledger(name);
+    ASSERT_TRUE(instances.ok() && ledger.ok());
+    std::map<std::string, std::vector<control::LedgerEntry>> rows;
+    double sum = 0;
+    for (const control::LedgerEntry& e : *ledger) {
+      rows[e.instance_id].push_back(e);
+      sum += e.usd;
+    }
+    for (const control::InstanceRecord& r : *instances) {
+      ASSERT_TRUE(r.ended_s.has_value()) << r.id << " still running after the job ended";
+      const auto& mine = rows[r.id];
+      double at = r.launched_s;
+      for (const control::LedgerEntry& e : mine) {
+        EXPECT_NEAR(e.from_s, at, 1e-6) << r.id << ": gap or overlap in the ledger";
+        EXPECT_GT(e.to_s, e.from_s);
+        at = e.to_s;
+      }
+      EXPECT_NEAR(at, *r.ended_s, 1e-6) << r.id << " billed to " << at << ", ended at "
+                                         << *r.ended_s;
+    }
+    auto total = store->TotalCost(name);
+    ASSERT_TRUE(total.ok());
+    EXPECT_NEAR(*total, sum, 1e-9);
+    EXPECT_GT(sum, 0);
+  }
+};
+
+// Preemptions with notice: the workers save and leave before the kill, so no
+// completed step is redone; the job finishes with the accuracy of an
+// uninterrupted run; and SpotSim, given the same market segment and policy,
+// takes the same decisions tick by tick.
+TEST_F(RunTest, NoticesLoseNoStepAndSimAgrees) {
+  TwoZoneMarket();
+  auto job = RunJob("noticed", "", "", 3000);
+  ProcessResult r = Spot({"run", job.string(), "--status-interval", "2"}, "noticed");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json s = Summary("noticed");
+  EXPECT_EQ(s["state"], "SUCCEEDED");
+  EXPECT_EQ(s["steps"], 3000);
+  EXPECT_EQ(s["preemptions"], 2) << r.out;
+  EXPECT_GE(s["notices"].get<int>(), 2);
+  EXPECT_EQ(s["steps_redone"], 0) << "a noticed preemption lost completed steps\n" << r.out;
+  ExpectLedgerMatchesLifetimes("noticed");
+
+  // Every noticed worker flushed its checkpoint before the kill.
+  int flushed = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "noticed" / "instances")) {
+    if (e.path().extension() != ".log") continue;
+    std::ifstream in(e.path());
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.find("flushed") != std::string::npos) ++flushed;
+  }
+  EXPECT_GE(flushed, 2);
+
+  // SpotSim on the same segment: the same decision at every tick both ran.
+  auto live = JsonLines(dir_ / "noticed" / "decisions.jsonl");
+  ProcessResult sim = Spot({"sim", "run", "--trace", (dir_ / "zone-a_gpu_1.json").string(),
+                            "--trace", (dir_ / "zone-b_gpu_1.json").string(), "--multi-zone",
+                            "--policy", "greedy", "--start-tick", "0", "--compute-hours", "0.3",
+                            "--deadline-hours", "3", "--changeover-hours", "0.02", "--nodes", "1",
+                            "--ondemand-price", "3", "--decision-log",
+                            (dir_ / "sim-decisions.jsonl").string()},
+                           "sim");
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  auto simulated = JsonLines(dir_ / "sim-decisions.jsonl");
+  const size_t common = std::min(live.size(), simulated.size());
+  ASSERT_GE(common, 12u) << "the runs overlap too little to compare";
+  for (size_t t = 0; t < common; ++t) {
+    EXPECT_EQ(live[t]["target"], simulated[t]["target"]) << "tick " << t;
+    EXPECT_EQ(live[t]["preempted"], simulated[t]["preempted"]) << "tick " << t;
+    EXPECT_EQ(live[t]["current"], simulated[t]["current"]) << "tick " << t;
+  }
+
+  // The same job where capacity never goes: the accuracy is the same.
+  fs::create_directories(dir_ / "calm");
+  std::ofstream(dir_ / "calm" / "zone-a_gpu_1.json")
+      << json({{"metadata", {{"gap_seconds", 60}}}, {"data", std::vector<int>(kTicks, 1)}}).dump();
+  std::string calm_yaml;
+  {
+    std::ifstream in(job);
+    calm_yaml.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  auto replace = [&](const std::string& from, const std::string& to) {
+    for (size_t at; (at = calm_yaml.find(from)) != std::string::npos;) calm_yaml.replace(at, from.size(), to);
+  };
+  replace("    - " + (dir_ / "zone-b_gpu_1.json").string() + "\n", "");
+  replace((dir_ / "zone-a_gpu_1.json").string(), (dir_ / "calm" / "zone-a_gpu_1.json").string());
+  replace("name: noticed", "name: calm");
+  replace((dir_ / "noticed").string(), (dir_ / "calm").string());
+  auto calm_job = WriteJob("calm", calm_yaml);
+  ProcessResult c = Spot({"run", calm_job.string()}, "calm");
+  ASSERT_EQ(c.exit_code, 0) << c.out << c.err;
+  json cs = Summary("calm");
+  EXPECT_EQ(cs["preemptions"], 0);
+  EXPECT_NEAR(s["test_accuracy"].get<double>(), cs["test_accuracy"].get<double>(), 0.005)
+      << "interrupted vs uninterrupted accuracy";
+}
+
+// Without a notice the instances die mid-step: at most the work since the
+// last checkpoint is redone (two intervals: a save may still be in flight).
+TEST_F(RunTest, UnnoticedPreemptionsLoseAtMostSinceCheckpoint) {
+  TwoZoneMarket();
+  auto job = RunJob("unnoticed", "  notice_seconds: 0\n", "", 3000);
+  // notice_seconds appears twice otherwise: drop the default line.
+  std::string yaml;
+  {
+    std::ifstream in(job);
+    yaml.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  yaml.erase(yaml.find("  notice_seconds: 60\n"), std::string("  notice_seconds: 60\n").size());
+  std::ofstream(job) << yaml;
+  ProcessResult r = Spot({"run", job.string()}, "unnoticed");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json s = Summary("unnoticed");
+  EXPECT_EQ(s["state"], "SUCCEEDED");
+  EXPECT_EQ(s["preemptions"], 2);
+  EXPECT_EQ(s["notices"], 0);
+  EXPECT_LE(s["steps_redone"].get<int>(), 2 * 2 * 50) << r.out;
+  ExpectLedgerMatchesLifetimes("unnoticed");
+}
+
+// SIGKILL of the controller mid-job: the instances and the rendezvous run on;
+// the same command resumes the job, which finishes with a ledger without gap
+// or double count.
+TEST_F(RunTest, KilledControllerResumes) {
+  TwoZoneMarket();
+  auto job = RunJob("killed", "", "", 4000);
+  {
+    ChildProcess first({SPOT_BIN, "run", job.string()}, (dir_ / "first").string());
+    const fs::path decisions = dir_ / "killed" / "decisions.jsonl";
+    for (int i = 0; i < 600 && JsonLines(decisions).size() < 7; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_GE(JsonLines(decisions).size(), 7u) << "the job did not get going";
+    first.Kill(SIGKILL);
+    first.Wait(10);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the fleet runs unwatched
+  ProcessResult r = Spot({"run", job.string()}, "second");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json s = Summary("killed");
+  EXPECT_EQ(s["state"], "SUCCEEDED");
+  EXPECT_TRUE(s["resumed"].get<bool>());
+  EXPECT_NE(r.out.find("resumed"), std::string::npos);
+  ExpectLedgerMatchesLifetimes("killed");
+  // Every tick was decided once: the restarted controller went on from the log.
+  auto decisions = JsonLines(dir_ / "killed" / "decisions.jsonl");
+  for (size_t t = 0; t < decisions.size(); ++t) EXPECT_EQ(decisions[t]["tick"], t);
+}
+
+// A worker that stops answering (SIGSTOP) is found by its missing heartbeat
+// and replaced; the job still finishes.
+TEST_F(RunTest, UnreachableWorkerIsReplaced) {
+  WriteTrace("zone-a", std::vector<int>(kTicks, 1));
+  auto job = RunJob("hung", "", "", 6000, "", "  unreachable_after_s: 2\n");
+  ChildProcess run({SPOT_BIN, "run", job.string()}, (dir_ / "hung").string());
+  int64_t victim = 0;
+  for (int i = 0; i < 600 && victim == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto store = control::JobStore::Open((dir_ / "hung" / "controller" / "state.db").string());
+    if (!store.ok()) continue;
+    auto p = (*store)->GetValue("hung", "progress");
+    if (!p.ok() || !*p || json::parse(**p).value("step", 0) < 200) continue;
+    auto live = (*store)->Instances("hung", true);
+    if (live.ok() && !live->empty()) victim = live->front().pid;
+  }
+  ASSERT_GT(victim, 0);
+  ::kill(static_cast<pid_t>(victim), SIGSTOP);
+  ProcessResult r = run.Wait(300);
+  ::kill(static_cast<pid_t>(victim), SIGKILL);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto store = Store("hung");
+  ASSERT_NE(store, nullptr);
+  auto events = store->Events("hung");
+  ASSERT_TRUE(events.ok());
+  int unreachable = 0;
+  for (const control::EventRecord& e : *events) unreachable += e.kind == "unreachable";
+  EXPECT_EQ(unreachable, 1);
+  ExpectLedgerMatchesLifetimes("hung");
+}
+
+// Bad job files: exit 2 and a message naming the file and the field.
+TEST_F(RunTest, BadJobFilesAreRefused) {
+  TwoZoneMarket();
+  struct Case {
+    std::string top, market, expect;
+  };
+  const std::vector<Case> cases = {
+      {"policy: nosuch\n", "", "policy"},
+      {"budget_usd: -1\n", "", "budget_usd"},
+      {"policy: omniscient\n", "", "needs to know the future"},
+      {"", "  start_tick: 100000\n", "start_tick"},
+      {"", "  time_compression: 0\n", "market.time_compression"},
+      {"", "  metadata: ibm\n", "market.metadata"},
+      {"resourcez: {}\n", "", "resourcez: unknown field"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    auto job = RunJob(fmt::format("bad{}", i), cases[i].market, "", 100, cases[i].top);
+    ProcessResult r = Spot({"run", job.string()}, fmt::format("bad{}", i));
+    EXPECT_EQ(r.exit_code, 2) << cases[i].expect << "\n" << r.err;
+    EXPECT_NE(r.err.find(cases[i].expect), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(job.filename().string()), std::string::npos) << r.err;
+  }
+  // A missing train section and a zone the market lacks.
+  auto job = WriteJob("notrain", "name: x\nmarket:\n  traces: [" + (dir_ / "zone-a_gpu_1.json").string() + "]\n");
+  ProcessResult r = Spot({"run", job.string()}, "notrain");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("train: required section is missing"), std::string::npos) << r.err;
+  job = RunJob("nozone", "", "", 100, "");
+  std::string yaml;
+  {
+    std::ifstream in(job);
+    yaml.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  yaml.replace(yaml.find("resources:\n"), 11, "resources:\n  zones: [zone-z]\n");
+  std::ofstream(job) << yaml;
+  r = Spot({"run", job.string()}, "nozone");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no zone 'zone-z'"), std::string::npos) << r.err;
+}
+
+// Checkpoints on a full disk: the workers fail with the disk's error, the
+// controller gives up with that error instead of relaunching forever, and the
+// job's state (kept on another disk) says FAILED and why.
+TEST_F(RunTest, FullCheckpointDiskFailsTheJobClearly) {
+  TwoZoneMarket();
+  const fs::path small = dir_ / "small";
+  fs::create_directories(small);
+  if (::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=1536k") != 0) {
+    GTEST_SKIP() << "cannot mount a small tmpfs here (needs root)";
+  }
+  // The job's directory (instances' local disks, durable tier, logs) on a
+  // 1.5 MB disk: room for logs, none for a checkpoint (~2.5 MB of model and
+  // Adam state). The controller's state is elsewhere.
+  auto job = RunJob("full", "", "", 3000, "", "  state_dir: " + (dir_ / "state").string() + "\n");
+  std::string yaml;
+  {
+    std::ifstream in(job);
+    yaml.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  const std::string out = "output_dir: " + (dir_ / "full").string();
+  yaml.replace(yaml.find(out), out.size(), "output_dir: " + (small / "full").string());
+  std::ofstream(job) << yaml;
+  ProcessResult r = Spot({"run", job.string()}, "full");
+  ::umount2(small.c_str(), MNT_DETACH);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  auto store = control::JobStore::Open((dir_ / "state" / "state.db").string());
+  ASSERT_TRUE(store.ok());
+  auto rec = (*store)->GetJob("full");
+  ASSERT_TRUE(rec.ok() && *rec);
+  EXPECT_EQ((*rec)->state, control::JobState::kFailed);
+  EXPECT_NE((*rec)->message.find("No space left on device"), std::string::npos)
+      << (*rec)->message;
+}
+
+}  // namespace
+}  // namespace spot::testing
