@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
+#include "bench_process.h"
 #include "report.h"
 
 namespace spot::bench {
@@ -28,50 +29,6 @@ int64_t NowMs() {
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
-// A child process in its own process group (so the whole tree can be killed),
-// output to <log>.
-class Proc {
- public:
-  Proc(const std::vector<std::string>& argv, const std::string& log) {
-    std::vector<char*> a;
-    for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::setpgid(0, 0);
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      ::execv(a[0], a.data());
-      ::_exit(127);
-    }
-    ::setpgid(pid_, pid_);
-  }
-  ~Proc() { KillAll(); }
-  void KillAll() {
-    if (pid_ <= 0) return;
-    ::kill(-pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  // Exit code, or -signal; -1000 on timeout.
-  int Wait(double timeout_s) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    int status = 0;
-    while (std::chrono::steady_clock::now() < end) {
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return -1000;
-  }
-
- private:
-  pid_t pid_ = -1;
-};
 
 std::vector<std::string> Lines(const fs::path& p) {
   std::vector<std::string> out;

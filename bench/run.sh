@@ -3,7 +3,7 @@
 # Builds nothing: pass a build directory where spot_bench is already built.
 #   bench/run.sh BUILD_DIR [spot_bench flags...]
 # Prints the tables and writes them to BUILD_DIR/bench-results.md as well.
-# Takes about 25 minutes on 2 cores; keep the machine otherwise idle.
+# Takes about 30 minutes on 2 cores; keep the machine otherwise idle.
 set -eu
 if [ $# -lt 1 ]; then
   echo "usage: $0 BUILD_DIR [spot_bench flags...]" >&2
@@ -19,7 +19,7 @@ fi
 out="$build/bench-results.md"
 tmp="$out.tmp"
 # Tables go to stdout (kept), progress to stderr (shown only).
-if ! "$bin" --workloads train,ckpt,sim,elastic "$@" > "$tmp"; then
+if ! "$bin" --workloads train,ckpt,sim,elastic,run "$@" > "$tmp"; then
   cat "$tmp"
   echo "error: spot_bench failed; partial results in $tmp" >&2
   exit 1

@@ -5,6 +5,9 @@
 //   ckpt   checkpointing cost (CNN and a 50M MLP): blocking time vs memcpy,
 //          training overhead, bytes per save, codec MB/s, restore vs torch::load
 //   sim    SpotSim evaluation speed (runs/s, full eval under 1 s, omniscient)
+//   elastic  elastic `spot` workers vs torchrun (recovery, join, steps/s, compression)
+//   run    `spot run` on the demo job: notice -> flushed checkpoint vs the notice,
+//          reconcile overhead vs its interval, cost vs on demand and SpotSim
 // Tables go to stdout, progress to stderr. Exit codes: 0 done (a missed goal is
 // a result, shown as MISS), 1 a workload failed, 2 bad flags.
 #include <fmt/format.h>
@@ -23,6 +26,7 @@
 #include "core/logging.h"
 #include "core/temp_dir.h"
 #include "report.h"
+#include "run_workload.h"
 #include "sim_workload.h"
 #include "train/trainer.h"
 #include "train_workload.h"
@@ -37,12 +41,13 @@ struct Flags {
   CkptBenchOptions ckpt;
   SimBenchOptions sim;
   ElasticBenchOptions elastic;
+  RunBenchOptions run;
 };
 
 void AddFlags(CLI::App& app, Flags* f) {
-  app.add_option("--workloads", f->workloads, "Comma-separated: train, ckpt, sim, elastic")
+  app.add_option("--workloads", f->workloads, "Comma-separated: train, ckpt, sim, elastic, run")
       ->delimiter(',')
-      ->check(CLI::IsMember({"train", "ckpt", "sim", "elastic"}))
+      ->check(CLI::IsMember({"train", "ckpt", "sim", "elastic", "run"}))
       ->capture_default_str();
   app.add_option("--threads", f->train.threads, "Intra-op threads on both sides")
       ->check(CLI::Range(1, 256))
@@ -135,7 +140,13 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "elastic: compression choices to compare")
       ->delimiter(',')
       ->capture_default_str();
-  app.add_option("--spot-bin", f->elastic.spot_bin, "elastic: the spot binary")
+  app.add_option("--spot-bin", f->elastic.spot_bin, "elastic, run: the spot binary")
+      ->capture_default_str();
+  app.add_option("--run-repeats", f->run.repeats, "run: runs of the demo job")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--run-job", f->run.job_file,
+                 "run: the job file (relative paths in it resolve against the source directory)")
       ->capture_default_str();
   app.add_option("--work-dir", f->work_dir, "Scratch directory (default: a new temporary one)");
 }
@@ -168,7 +179,9 @@ int Run(Flags& f) {
     scratch.emplace(std::move(t).value());
     f.work_dir = scratch->path().string();
   }
-  f.train.work_dir = f.ckpt.work_dir = f.elastic.work_dir = f.work_dir;
+  f.train.work_dir = f.ckpt.work_dir = f.elastic.work_dir = f.run.work_dir = f.work_dir;
+  f.run.spot_bin = f.elastic.spot_bin;
+  f.run.dataset_path = f.train.dataset_path;
   f.elastic.python = f.train.python;
   f.elastic.dataset_path = f.train.dataset_path;
   f.ckpt.threads = f.train.threads;
@@ -181,6 +194,7 @@ int Run(Flags& f) {
     Result<std::string> report = w == "train"     ? RunTrainWorkload(f.train)
                                  : w == "ckpt"    ? RunCkptWorkload(f.ckpt)
                                  : w == "elastic" ? RunElasticWorkload(f.elastic)
+                                 : w == "run"     ? RunRunWorkload(f.run)
                                                   : RunSimWorkload(f.sim);
     if (!report.ok()) {
       fmt::print(stderr, "error: workload {}: {}\n", w, report.status().ToString());
@@ -202,6 +216,8 @@ int main(int argc, char** argv) {
   flags.sim.data_dir = SPOT_SOURCE_DIR "/../shared/data";
   flags.elastic.script = SPOT_SOURCE_DIR "/bench/torchrun_worker.py";
   flags.elastic.spot_bin = SPOT_BINARY_DIR "/bin/spot";
+  flags.run.job_file = SPOT_SOURCE_DIR "/examples/fashion-mnist-spot.yaml";
+  flags.run.source_dir = SPOT_SOURCE_DIR;
   CLI::App app{"spot_bench: SpotTrain against its anchors (Python PyTorch, torch::save)."};
   spot::bench::AddFlags(app, &flags);
   try {

@@ -33,7 +33,6 @@ const char* InstanceStateName(InstanceState s) {
       return "terminated";
     case InstanceState::kLost:
       return "lost";
-
   }
   return "?";
 }

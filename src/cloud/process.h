@@ -17,8 +17,8 @@ namespace spot::cloud {
 struct SpawnOptions {
   std::vector<std::string> argv;  // argv[0] is the executable's path (no PATH search)
   std::vector<std::pair<std::string, std::string>> env;  // added to (or replacing in) ours
-  std::string log_path;            // stdout and stderr appended here; "" = /dev/null
-  bool new_session = true;         // setsid: the child outlives our process group's signals
+  std::string log_path;     // stdout and stderr appended here; "" = /dev/null
+  bool new_session = true;  // setsid: the child outlives our process group's signals
 };
 
 // Starts the child; Internal naming the executable when fork or exec fails

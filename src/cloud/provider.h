@@ -17,10 +17,10 @@
 namespace spot::cloud {
 
 struct InstanceSpec {
-  std::string id;             // chosen by the caller and recorded before the launch
-  int zone = -1;              // index into the market's zones; -1 for on-demand
+  std::string id;  // chosen by the caller and recorded before the launch
+  int zone = -1;   // index into the market's zones; -1 for on-demand
   bool spot = true;
-  std::string zone_name;      // "us-east-1a"
+  std::string zone_name;  // "us-east-1a"
   std::string region;
   std::string instance_type;  // "p3.2xlarge"
 };
@@ -29,10 +29,10 @@ struct InstanceSpec {
 // still runs (a VM whose program ended is still a VM): it ends when the
 // caller terminates it or the market reclaims it.
 enum class InstanceState {
-  kRunning,    // up (a notice may have been given; its process may have ended)
-  kPreempted,  // reclaimed by the market
-  kTerminated, // given back by the caller
-  kLost,       // found gone when adopted after a restart
+  kRunning,     // up (a notice may have been given; its process may have ended)
+  kPreempted,   // reclaimed by the market
+  kTerminated,  // given back by the caller
+  kLost,        // found gone when adopted after a restart
 };
 const char* InstanceStateName(InstanceState s);
 
@@ -42,11 +42,11 @@ struct InstanceView {
   int metadata_port = 0;
   InstanceState state = InstanceState::kRunning;
   bool process_running = true;
-  int exit_code = -1;         // once the process ended: its exit code (-1 when unknown)
+  int exit_code = -1;  // once the process ended: its exit code (-1 when unknown)
   double launched_s = 0;
-  double ended_s = -1;        // billing stops here; -1 while running
-  double notice_s = -1;       // when the interruption notice was given; -1 none
-  double reclaim_s = -1;      // when the market takes it back; -1 none foreseen
+  double ended_s = -1;    // billing stops here; -1 while running
+  double notice_s = -1;   // when the interruption notice was given; -1 none
+  double reclaim_s = -1;  // when the market takes it back; -1 none foreseen
 };
 
 struct ProviderEvent {

@@ -1,16 +1,17 @@
 #include "control/controller.h"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <random>
-#include <thread>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
+#include <random>
+#include <set>
+#include <thread>
 
 #include "core/file_io.h"
 
@@ -23,8 +24,7 @@ using policy::Placement;
 constexpr double kEps = 1e-9;
 
 double SystemWallNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 Placement ParsePlacement(const std::string& s) {
@@ -42,9 +42,12 @@ std::string NewInstanceId() {
 
 std::string PlacementName(const Placement& p) {
   switch (p.kind) {
-    case InstanceKind::kSpot: return fmt::format("spot:{}", p.zone);
-    case InstanceKind::kOnDemand: return "od";
-    case InstanceKind::kIdle: break;
+    case InstanceKind::kSpot:
+      return fmt::format("spot:{}", p.zone);
+    case InstanceKind::kOnDemand:
+      return "od";
+    case InstanceKind::kIdle:
+      break;
   }
   return "idle";
 }
@@ -90,7 +93,7 @@ struct Controller::Impl {
   double compression = 1;
   int64_t start_tick = 0;
   JobState state = JobState::kPending;
-  Placement placement;         // the policy's model of where the job runs
+  Placement placement;  // the policy's model of where the job runs
   int64_t entered_tick = 0;
   int64_t last_tick = -1;
   std::map<std::string, InstanceRecord> instances;  // every instance of the job
@@ -103,6 +106,7 @@ struct Controller::Impl {
   int64_t max_step_seen = 0;
   std::string last_failure;
   std::map<std::string, double> unheard_since_wall;  // instance -> first wall time not heard from
+  std::set<std::string> heard_from;                  // instances whose worker sent a heartbeat
   double last_liveness_check_wall = 0;
   double last_status_wall = 0;
   double last_progress_put_wall = 0;
@@ -140,8 +144,11 @@ struct Controller::Impl {
 
   Status Event(double sim_s, const std::string& kind, const std::string& instance,
                const std::string& detail) {
-    return d.store->AppendEvent(id, {.sim_s = sim_s, .wall_unix_s = d.wall_now(), .kind = kind,
-                                     .instance_id = instance, .detail = detail});
+    return d.store->AppendEvent(id, {.sim_s = sim_s,
+                                     .wall_unix_s = d.wall_now(),
+                                     .kind = kind,
+                                     .instance_id = instance,
+                                     .detail = detail});
   }
   Status SetState(JobState to, const std::string& message, double sim_s) {
     if (to == state) return Status::Ok();
@@ -250,8 +257,11 @@ Status Controller::Impl::Resume() {
   for (InstanceRecord& r : all) {
     instances[r.id] = r;
     if (r.ended_s) continue;
-    cloud::InstanceView v{.spec = {.id = r.id, .zone = r.zone, .spot = r.spot,
-                                   .zone_name = r.zone_name, .region = spec.resources.region,
+    cloud::InstanceView v{.spec = {.id = r.id,
+                                   .zone = r.zone,
+                                   .spot = r.spot,
+                                   .zone_name = r.zone_name,
+                                   .region = spec.resources.region,
                                    .instance_type = r.instance_type},
                           .pid = r.pid,
                           .metadata_port = r.metadata_port,
@@ -270,8 +280,10 @@ Status Controller::Impl::Resume() {
     instances[r.id].end_reason = "lost";
     SPOT_RETURN_IF_ERROR(Event(now, "lost", r.id, std::string(st.message())));
   }
-  spdlog::info("job {}: resumed at {:.2f} simulated hours; {} decisions replayed, {} instances "
-               "adopted", id, now / 3600, out.decisions, adopted);
+  spdlog::info(
+      "job {}: resumed at {:.2f} simulated hours; {} decisions replayed, {} instances "
+      "adopted",
+      id, now / 3600, out.decisions, adopted);
   return Event(now, "resume", "", fmt::format("{} instances adopted", adopted));
 }
 
@@ -361,7 +373,8 @@ Status Controller::Impl::ReconcileTick(int64_t t) {
                             .market = policy::MarketView(d.zones, abs, job.nodes)};
     target = Sanitize(d.policy->Decide(obs).target, abs);
   } else {
-    target = Placement::OnDemand();  // the market's records ended: finish on demand, as SpotSim does
+    target =
+        Placement::OnDemand();  // the market's records ended: finish on demand, as SpotSim does
   }
   rec.target = PlacementName(target);
   SPOT_RETURN_IF_ERROR(d.store->AppendDecision(id, rec));
@@ -404,7 +417,10 @@ Status Controller::Impl::Launch(double now) {
   // Recorded before it exists: a controller killed during the launch finds it.
   SPOT_RETURN_IF_ERROR(d.store->PutInstance(r));
   instances[r.id] = r;
-  auto v = d.provider->Launch({.id = r.id, .zone = r.zone, .spot = spot, .zone_name = r.zone_name,
+  auto v = d.provider->Launch({.id = r.id,
+                               .zone = r.zone,
+                               .spot = spot,
+                               .zone_name = r.zone_name,
                                .region = spec.resources.region,
                                .instance_type = r.instance_type},
                               now);
@@ -428,10 +444,12 @@ Status Controller::Impl::EnsureFleet(double now) {
   int live = 0;
   for (auto& [iid, r] : instances) {
     if (r.ended_s) continue;
-    const bool wanted = (placement.kind == InstanceKind::kSpot && r.spot && r.zone == placement.zone) ||
-                        (placement.kind == InstanceKind::kOnDemand && !r.spot);
+    const bool wanted =
+        (placement.kind == InstanceKind::kSpot && r.spot && r.zone == placement.zone) ||
+        (placement.kind == InstanceKind::kOnDemand && !r.spot);
     if (!wanted || live >= job.nodes) {
-      SPOT_RETURN_IF_ERROR(TerminateInstance(r, now, "not in the fleet of " + PlacementName(placement)));
+      SPOT_RETURN_IF_ERROR(
+          TerminateInstance(r, now, "not in the fleet of " + PlacementName(placement)));
     } else {
       ++live;
     }
@@ -453,23 +471,28 @@ Status Controller::Impl::CheckReachable(double now) {
   if (!d.is_alive || wall - last_liveness_check_wall < 1) return Status::Ok();
   last_liveness_check_wall = wall;
   std::map<std::string, bool> process_running;
-  for (const cloud::InstanceView& v : d.provider->List()) process_running[v.spec.id] = v.process_running;
+  for (const cloud::InstanceView& v : d.provider->List())
+    process_running[v.spec.id] = v.process_running;
   for (auto& [iid, r] : instances) {
     // An ended process is the provider's business (exit events), not a silence.
     if (r.ended_s || r.pid <= 0 || !process_running[iid]) {
       unheard_since_wall.erase(iid);
       continue;
     }
+    // A worker is judged once it has been heard from (booting takes what it
+    // takes), or when it never is within the startup grace.
     const double launched_wall = wall_epoch + r.launched_s / compression;
-    if (wall - launched_wall < d.unreachable_after_s || d.is_alive(iid)) {
+    if (d.is_alive(iid)) {
+      heard_from.insert(iid);
       unheard_since_wall.erase(iid);
       continue;
     }
+    if (!heard_from.count(iid) && wall - launched_wall < d.startup_grace_s) continue;
     auto [it, fresh] = unheard_since_wall.emplace(iid, wall);
     if (fresh || wall - it->second < d.unreachable_after_s) continue;
     ++failures_since_progress;
-    last_failure = fmt::format("instance {} unreachable: no heartbeat for {:.0f} s", iid,
-                               wall - it->second);
+    last_failure =
+        fmt::format("instance {} unreachable: no heartbeat for {:.0f} s", iid, wall - it->second);
     spdlog::warn("{}; replacing it", last_failure);
     SPOT_RETURN_IF_ERROR(Event(now, "unreachable", iid, last_failure));
     SPOT_RETURN_IF_ERROR(TerminateInstance(r, now, "unreachable"));
@@ -488,7 +511,10 @@ Status Controller::Impl::Bill(double now) {
       const int64_t tick = static_cast<int64_t>(std::floor(from / gap_s + kEps));
       const double to = std::min(static_cast<double>(tick + 1) * gap_s, until);
       const double price = PricePerInstance(r, start_tick + tick);
-      rows.push_back({.instance_id = r.id, .from_s = from, .to_s = to, .usd_per_hour = price,
+      rows.push_back({.instance_id = r.id,
+                      .from_s = from,
+                      .to_s = to,
+                      .usd_per_hour = price,
                       .usd = (to - from) / 3600.0 * price});
       from = to;
     }
@@ -526,11 +552,11 @@ void Controller::Impl::StatusLine(double now) {
   auto cost = d.store->TotalCost(id);
   std::string where = placement.kind == InstanceKind::kSpot
                           ? "spot " + d.zones[placement.zone]->pool.zone
-                          : placement.kind == InstanceKind::kOnDemand ? "on-demand" : "idle";
-  d.status_line(fmt::format(
-      "{:6.2f} h | {} | {} x{} | step {}/{} | ${:.2f} | preemptions {}", now / 3600,
-      JobStateName(state), where, live, progress.step, progress.total_steps,
-      cost.ok() ? *cost : 0.0, out.preemptions));
+                      : placement.kind == InstanceKind::kOnDemand ? "on-demand"
+                                                                  : "idle";
+  d.status_line(fmt::format("{:6.2f} h | {} | {} x{} | step {}/{} | ${:.2f} | preemptions {}",
+                            now / 3600, JobStateName(state), where, live, progress.step,
+                            progress.total_steps, cost.ok() ? *cost : 0.0, out.preemptions));
 }
 
 Result<JobOutcome> Controller::Impl::Loop() {
@@ -558,8 +584,8 @@ Result<JobOutcome> Controller::Impl::Loop() {
       if (state == JobState::kProvisioning || state == JobState::kRecovering) {
         SPOT_RETURN_IF_ERROR(SetState(JobState::kRunning, "the training ended", now));
       }
-      SPOT_RETURN_IF_ERROR(Finish(JobState::kSucceeded,
-                                  fmt::format("trained {} steps", progress.step), now));
+      SPOT_RETURN_IF_ERROR(
+          Finish(JobState::kSucceeded, fmt::format("trained {} steps", progress.step), now));
       break;
     }
     const int64_t tick = static_cast<int64_t>(std::floor(now / gap_s + kEps));
@@ -573,20 +599,22 @@ Result<JobOutcome> Controller::Impl::Loop() {
     if (spec.budget_usd > 0) {
       SPOT_ASSIGN_OR_RETURN(double cost, d.store->TotalCost(id));
       if (cost >= spec.budget_usd) {
-        SPOT_RETURN_IF_ERROR(Finish(
-            JobState::kFailed,
-            fmt::format("budget of ${:.2f} reached (${:.2f} spent) before the job finished",
-                        spec.budget_usd, cost),
-            now));
+        SPOT_RETURN_IF_ERROR(
+            Finish(JobState::kFailed,
+                   fmt::format("budget of ${:.2f} reached (${:.2f} spent) before the job finished",
+                               spec.budget_usd, cost),
+                   now));
         break;
       }
     }
     if ((state == JobState::kProvisioning || state == JobState::kRecovering) &&
         placement.kind != InstanceKind::kIdle && progress.step > step_at_placement &&
         progress.world > 0) {
-      SPOT_RETURN_IF_ERROR(SetState(JobState::kRunning, fmt::format("training at step {} on {} "
-                                                                    "workers", progress.step,
-                                                                    progress.world), now));
+      SPOT_RETURN_IF_ERROR(SetState(JobState::kRunning,
+                                    fmt::format("training at step {} on {} "
+                                                "workers",
+                                                progress.step, progress.world),
+                                    now));
     }
     if (progress.known && d.wall_now() - last_progress_put_wall >= 1) {
       last_progress_put_wall = d.wall_now();
@@ -641,7 +669,8 @@ Result<JobOutcome> Controller::Run(const std::string& spec_hash) {
         "{}: policy '{}' needs to know the future; it is a bound for `spot sim`, not a live policy",
         m.spec.source, m.d.policy->name()));
   }
-  m.d.policy->Start({m.job, policy::MarketView(m.d.zones, m.start_tick, m.job.nodes), m.start_tick});
+  m.d.policy->Start(
+      {m.job, policy::MarketView(m.d.zones, m.start_tick, m.job.nodes), m.start_tick});
   SPOT_RETURN_IF_ERROR(m.Start(spec_hash, &m.out.resumed));
   if (!m.d.decision_log_path.empty()) {
     m.decision_log = std::fopen(m.d.decision_log_path.c_str(), m.out.resumed ? "a" : "w");

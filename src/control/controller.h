@@ -54,17 +54,19 @@ struct ControllerDeps {
   cloud::Provider* provider = nullptr;
   std::vector<const market::Trace*> zones;  // the job's market (the provider's too)
   std::unique_ptr<policy::Policy> policy;
-  std::string progress_path;    // the training's progress JSON
+  std::string progress_path;      // the training's progress JSON
   std::string decision_log_path;  // JSON lines, one per tick ("" = none)
   // Takes over an instance recorded by an earlier controller process.
   std::function<Status(const cloud::InstanceView&, double now_s)> adopt;
   // An instance ended (the launcher may tell the rendezvous at once).
   std::function<void(const std::string& instance_id)> on_instance_gone;
   // Whether the instance's worker is heard from (its rendezvous heartbeat).
-  // A running instance not heard from for `unreachable_after_s` wall seconds
-  // (after the same grace from its launch) is replaced. Unset: not checked.
+  // A running instance whose worker was heard from and then not for
+  // `unreachable_after_s` wall seconds, or never within `startup_grace_s` of
+  // its launch, is replaced. Unset: not checked.
   std::function<bool(const std::string& instance_id)> is_alive;
   double unreachable_after_s = 20;
+  double startup_grace_s = 120;
   // The last error an instance's worker reported (its log), for messages.
   std::function<std::string(const std::string& instance_id)> last_error;
   // Wall clock (Unix seconds); tests may slow or speed it.
@@ -77,11 +79,11 @@ struct ControllerDeps {
 struct JobOutcome {
   JobState state = JobState::kPending;
   std::string message;
-  double sim_hours = 0;          // simulated hours from start to end
-  double wall_seconds = 0;       // of this controller process
-  double cost_usd = 0;           // the ledger's total
-  int preemptions = 0;           // gangs lost to the market
-  int notices = 0;               // interruption notices given
+  double sim_hours = 0;     // simulated hours from start to end
+  double wall_seconds = 0;  // of this controller process
+  double cost_usd = 0;      // the ledger's total
+  int preemptions = 0;      // gangs lost to the market
+  int notices = 0;          // interruption notices given
   int launches = 0;
   int decisions = 0;
   bool resumed = false;          // this process took over an existing job

@@ -11,7 +11,8 @@ void ReadRunSpecFields(SpecReader& top, RunSpec* out) {
   top.Double("deadline_hours", &s.deadline_hours, {.min = 0, .min_exclusive = true});
   top.Double("budget_usd", &s.budget_usd, {.min = 0});
   if (s.deadline_hours < s.compute_hours) {
-    top.AddError("deadline_hours", "must be >= compute_hours (" + std::to_string(s.compute_hours) + ")");
+    top.AddError("deadline_hours",
+                 "must be >= compute_hours (" + std::to_string(s.compute_hours) + ")");
   }
 
   SpecReader& r = top.Section("resources");
@@ -40,8 +41,8 @@ void ReadRunSpecFields(SpecReader& top, RunSpec* out) {
     char* end = nullptr;
     long v = std::strtol(s.market.capacity_scale.c_str(), &end, 10);
     if (end == s.market.capacity_scale.c_str() || *end != '\0' || v < 1) {
-      m.AddError("capacity_scale", "must be auto or an integer >= 1 (got '" +
-                                       s.market.capacity_scale + "')");
+      m.AddError("capacity_scale",
+                 "must be auto or an integer >= 1 (got '" + s.market.capacity_scale + "')");
     }
   }
 

@@ -26,14 +26,14 @@ struct ResourcesSpec {
 };
 
 struct MarketSpec {
-  std::vector<std::string> traces;  // availability JSON files, one per zone
-  std::string prices;               // spot price change points (CSV); "" = none
+  std::vector<std::string> traces;         // availability JSON files, one per zone
+  std::string prices;                      // spot price change points (CSV); "" = none
   std::string when_missing = "synthetic";  // traces absent: synthetic | error
   int64_t synthetic_seed = 1;
-  int64_t start_tick = 0;           // tick of the traces at which the job starts
-  double time_compression = 60;     // simulated seconds per wall second (> 0)
-  double notice_seconds = 120;      // interruption notice ahead of a reclaim (>= 0)
-  std::string metadata = "aws";     // the metadata service the instances see: aws | gcp | azure
+  int64_t start_tick = 0;        // tick of the traces at which the job starts
+  double time_compression = 60;  // simulated seconds per wall second (> 0)
+  double notice_seconds = 120;   // interruption notice ahead of a reclaim (>= 0)
+  std::string metadata = "aws";  // the metadata service the instances see: aws | gcp | azure
   // Capacity of a trace tick for the gang: "auto" multiplies single-instance
   // probe traces (counts 0/1) by `nodes`, so a probe that got one instance
   // stands for the gang; a number multiplies every count by it.
@@ -41,21 +41,21 @@ struct MarketSpec {
 };
 
 struct ControllerSpec {
-  std::string state_dir;            // default: <train.output_dir>/controller
-  int64_t api_port = 0;             // loopback port of the HTTP API; 0 = any free one
+  std::string state_dir;               // default: <train.output_dir>/controller
+  int64_t api_port = 0;                // loopback port of the HTTP API; 0 = any free one
   double reconcile_interval_s = 0.05;  // wall seconds between reconcile passes
-  double terminate_grace_s = 10;    // wall seconds from SIGTERM to SIGKILL
-  double unreachable_after_s = 20;  // wall seconds without a worker's heartbeat before
-                                    // its instance is replaced
+  double terminate_grace_s = 10;       // wall seconds from SIGTERM to SIGKILL
+  double unreachable_after_s = 20;     // wall seconds without a worker's heartbeat before
+                                       // its instance is replaced
 };
 
 struct RunSpec {
-  std::string source;               // the file
-  std::string name;                 // the job's name (train.name is set to it)
-  std::string policy = "greedy";    // a registered policy
-  double compute_hours = 2;         // C: work on one gang, the policy's estimate (> 0)
-  double deadline_hours = 6;        // D: hours after the job's start (>= compute_hours)
-  double budget_usd = 0;            // the job fails rather than spend more; 0 = no budget
+  std::string source;             // the file
+  std::string name;               // the job's name (train.name is set to it)
+  std::string policy = "greedy";  // a registered policy
+  double compute_hours = 2;       // C: work on one gang, the policy's estimate (> 0)
+  double deadline_hours = 6;      // D: hours after the job's start (>= compute_hours)
+  double budget_usd = 0;          // the job fails rather than spend more; 0 = no budget
   ResourcesSpec resources;
   MarketSpec market;
   ControllerSpec controller;

@@ -636,7 +636,15 @@ Result<WorkerSummary> Worker::Run() {
         if (summary_.stopped_by_request && g_stop_deadline_unix_s.load() > 0) {
           deadline = Clock::now() + Ms(std::max(0.05, g_stop_deadline_unix_s.load() - UnixNow() - 0.2));
         }
-        SPOT_RETURN_IF_ERROR(saver_->Flush(deadline));
+        Status flushed = saver_->Flush(deadline);
+        if (!flushed.ok() && summary_.stopped_by_request &&
+            flushed.code() == StatusCode::kDeadlineExceeded) {
+          // The notice's time has whole seconds: the reclaim may still be up
+          // to a second away. Keep going until done or killed.
+          spdlog::warn("{}; still flushing until the reclaim", flushed.message());
+          flushed = saver_->Flush();
+        }
+        SPOT_RETURN_IF_ERROR(flushed);
         if (summary_.stopped_by_request) {
           summary_.stop_flush_seconds = UnixNow() - g_stop_request_wall.load();
           spdlog::info("notice: checkpoint of step {} flushed {:.3f} s after the notice",

@@ -3,21 +3,20 @@
 // not take it down), runs instances through the local provider, serves the
 // HTTP API, and prints what the job cost against on demand and what SpotSim
 // predicted for the same market segment.
+#include <fmt/format.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
+#include <xxhash.h>
+#include <yaml-cpp/yaml.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <thread>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
-#include <xxhash.h>
-#include <yaml-cpp/yaml.h>
+#include <thread>
 
 #include "apps/spot/commands.h"
 #include "apps/spot/exit_code.h"
@@ -76,9 +75,9 @@ Result<std::string> WriteWorkerJobFile(LoadedJob& j) {
   YAML::Emitter e;
   e << t;
   std::string path = (fs::path(j.job_dir) / "train.yaml").string();
-  SPOT_RETURN_IF_ERROR(WriteFileAtomically(
-      path, "# Written by `spot run " + j.run.source + "`: the workers' job file.\n" +
-                std::string(e.c_str()) + "\n"));
+  SPOT_RETURN_IF_ERROR(WriteFileAtomically(path, "# Written by `spot run " + j.run.source +
+                                                     "`: the workers' job file.\n" +
+                                                     std::string(e.c_str()) + "\n"));
   SPOT_ASSIGN_OR_RETURN(j.train, train::LoadTrainSpec(path));
   return path;
 }
@@ -101,9 +100,8 @@ Result<std::string> EnsureRendezvous(const std::string& state_dir, const std::st
   }
   SPOT_ASSIGN_OR_RETURN(int port, cloud::PickFreePort());
   SPOT_ASSIGN_OR_RETURN(
-      int64_t pid,
-      cloud::Spawn({.argv = {SelfExe(), "rendezvous", "--port", std::to_string(port)},
-                    .log_path = (fs::path(job_dir) / "rendezvous.log").string()}));
+      int64_t pid, cloud::Spawn({.argv = {SelfExe(), "rendezvous", "--port", std::to_string(port)},
+                                 .log_path = (fs::path(job_dir) / "rendezvous.log").string()}));
   SPOT_RETURN_IF_ERROR(
       WriteFileAtomically(record, nlohmann::json{{"pid", pid}, {"port", port}}.dump() + "\n"));
   return fmt::format("tcp://127.0.0.1:{}", port);
@@ -154,8 +152,9 @@ CLI::App* AddRunCommand(CLI::App& app, RunArgs* args) {
       "workers, survive preemptions, report cost against on demand. Run the same command again "
       "to resume a job whose controller died.");
   cmd->add_option("job", args->job_path, "Job file (YAML); see docs/job-spec.md")->required();
-  cmd->add_option("--decision-log", args->decision_log,
-                  "Also write the decisions as JSON lines here (default: <job dir>/decisions.jsonl)");
+  cmd->add_option(
+      "--decision-log", args->decision_log,
+      "Also write the decisions as JSON lines here (default: <job dir>/decisions.jsonl)");
   cmd->add_option("--status-interval", args->status_interval_s, "Seconds between status lines")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -172,8 +171,8 @@ int RunRunCommand(const RunArgs& args) {
   policy::RegisterBuiltinPolicies(registry);
   auto live_policy = registry.Create(j.run.policy);
   if (!live_policy.ok()) {
-    return Fail(InvalidArgumentError(j.run.source + ": policy: " +
-                                     std::string(live_policy.status().message())));
+    return Fail(InvalidArgumentError(j.run.source +
+                                     ": policy: " + std::string(live_policy.status().message())));
   }
   const std::string state_dir = j.run.controller.state_dir.empty()
                                     ? (fs::path(j.job_dir) / "controller").string()
@@ -198,8 +197,8 @@ int RunRunCommand(const RunArgs& args) {
   for (const market::Trace& t : market->zones) zones.push_back(&t);
   auto rdzv_url = EnsureRendezvous(state_dir, j.job_dir);
   if (!rdzv_url.ok()) return Fail(rdzv_url.status());
-  const auto ttl = std::chrono::milliseconds(
-      static_cast<int64_t>(j.train.distributed.liveness_ttl_s * 1e3));
+  const auto ttl =
+      std::chrono::milliseconds(static_cast<int64_t>(j.train.distributed.liveness_ttl_s * 1e3));
   auto rdzv = dist::OpenRendezvous(*rdzv_url, j.run.name, ttl, std::chrono::seconds(20));
   if (!rdzv.ok()) return Fail(rdzv.status());
 
@@ -217,28 +216,43 @@ int RunRunCommand(const RunArgs& args) {
     fs::remove(step_log, ec);
     fs::remove(fs::path(j.job_dir) / "summary.json", ec);
   }
-  const double epoch = fresh ? std::chrono::duration<double>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count()
-                             : (*job_record)->wall_epoch_unix_s;
+  const double epoch =
+      fresh ? std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                  .count()
+            : (*job_record)->wall_epoch_unix_s;
   cloud::LocalProvider provider(
       {.zones = zones,
        .nodes = static_cast<int>(j.run.resources.nodes),
        .start_tick = j.run.market.start_tick,
        .notice_s = j.run.market.notice_seconds,
        .wall_epoch_unix_s = epoch,
-       .time_compression = fresh ? j.run.market.time_compression
-                                 : (*job_record)->time_compression,
+       .time_compression = fresh ? j.run.market.time_compression : (*job_record)->time_compression,
        .instances_dir = instances_dir,
        .terminate_grace_wall_s = j.run.controller.terminate_grace_s,
        .command =
            [&](const cloud::InstanceSpec& s, const std::string& local_dir) {
-             return std::vector<std::string>{
-                 exe, "worker", *train_yaml, "--rendezvous", *rdzv_url, "--id", s.id,
-                 "--threads", std::to_string(threads), "--checkpoint-dir",
-                 (fs::path(local_dir) / "checkpoints").string(), "--progress-file", progress_path,
-                 "--step-log", step_log, "--watch", j.run.market.metadata, "--notice-poll", "0.1",
-                 "--plain", "--log-interval", "5"};
+             return std::vector<std::string>{exe,
+                                             "worker",
+                                             *train_yaml,
+                                             "--rendezvous",
+                                             *rdzv_url,
+                                             "--id",
+                                             s.id,
+                                             "--threads",
+                                             std::to_string(threads),
+                                             "--checkpoint-dir",
+                                             (fs::path(local_dir) / "checkpoints").string(),
+                                             "--progress-file",
+                                             progress_path,
+                                             "--step-log",
+                                             step_log,
+                                             "--watch",
+                                             j.run.market.metadata,
+                                             "--notice-poll",
+                                             "0.1",
+                                             "--plain",
+                                             "--log-interval",
+                                             "5"};
            },
        .metadata_flavor = j.run.market.metadata});
 
@@ -253,8 +267,7 @@ int RunRunCommand(const RunArgs& args) {
        .decision_log_path = args.decision_log.empty()
                                 ? (fs::path(j.job_dir) / "decisions.jsonl").string()
                                 : args.decision_log,
-       .adopt = [&](const cloud::InstanceView& v,
-                    double now) { return provider.Adopt(v, now); },
+       .adopt = [&](const cloud::InstanceView& v, double now) { return provider.Adopt(v, now); },
        .on_instance_gone = [kv](const std::string& id) { (void)kv->MarkDead(id); },
        .is_alive =
            [kv](const std::string& id) {
@@ -299,7 +312,8 @@ int RunRunCommand(const RunArgs& args) {
   signals.join();
   if (!outcome.ok()) return Fail(outcome.status());
   if (control::IsTerminal(outcome->state)) StopRendezvous(state_dir);
-  return PrintRunSummary(**store, j.run, market->zones, j.job_dir, *outcome, StepLogLines(step_log));
+  return PrintRunSummary(**store, j.run, market->zones, j.job_dir, *outcome,
+                         StepLogLines(step_log));
 }
 
 }  // namespace spot::cli

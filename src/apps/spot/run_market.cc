@@ -1,9 +1,9 @@
 #include "apps/spot/run_market.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
-
-#include <fmt/format.h>
 
 #include "apps/spot/sim_market.h"
 
@@ -12,7 +12,8 @@ namespace spot::cli {
 Result<RunMarket> LoadRunMarket(const control::RunSpec& spec) {
   const control::MarketSpec& m = spec.market;
   RunMarket out;
-  MarketFlags flags{.traces = m.traces, .prices = m.prices,
+  MarketFlags flags{.traces = m.traces,
+                    .prices = m.prices,
                     .synthetic_seed = static_cast<uint64_t>(m.synthetic_seed)};
   std::vector<std::string> missing;
   for (const std::string& t : m.traces) {
@@ -21,8 +22,8 @@ Result<RunMarket> LoadRunMarket(const control::RunSpec& spec) {
   if (!m.prices.empty() && !std::filesystem::exists(m.prices)) missing.push_back(m.prices);
   if (!missing.empty()) {
     if (m.when_missing == "error") {
-      return InvalidArgumentError(fmt::format("{}: market.traces: {}: no such file", spec.source,
-                                              missing.front()));
+      return InvalidArgumentError(
+          fmt::format("{}: market.traces: {}: no such file", spec.source, missing.front()));
     }
     flags.traces.clear();
     flags.prices.clear();
@@ -30,7 +31,8 @@ Result<RunMarket> LoadRunMarket(const control::RunSpec& spec) {
   }
   auto traces = LoadSimMarket(flags);
   if (!traces.ok()) {
-    return InvalidArgumentError(spec.source + ": market: " + std::string(traces.status().message()));
+    return InvalidArgumentError(spec.source +
+                                ": market: " + std::string(traces.status().message()));
   }
   // Candidate zones, in the job file's order.
   if (spec.resources.zones.empty() || out.synthetic) {
@@ -42,8 +44,9 @@ Result<RunMarket> LoadRunMarket(const control::RunSpec& spec) {
       if (it == traces->end()) {
         std::string known;
         for (const market::Trace& t : *traces) known += (known.empty() ? "" : ", ") + t.pool.zone;
-        return InvalidArgumentError(fmt::format(
-            "{}: resources.zones: no zone '{}' in the market (it has: {})", spec.source, name, known));
+        return InvalidArgumentError(
+            fmt::format("{}: resources.zones: no zone '{}' in the market (it has: {})", spec.source,
+                        name, known));
       }
       out.zones.push_back(*it);
     }
@@ -63,8 +66,9 @@ Result<RunMarket> LoadRunMarket(const control::RunSpec& spec) {
   }
   const market::Trace& first = out.zones.front();
   if (m.start_tick >= first.ticks()) {
-    return InvalidArgumentError(fmt::format("{}: market.start_tick: {} is past the market's {} ticks",
-                                            spec.source, m.start_tick, first.ticks()));
+    return InvalidArgumentError(
+        fmt::format("{}: market.start_tick: {} is past the market's {} ticks", spec.source,
+                    m.start_tick, first.ticks()));
   }
   out.description =
       out.synthetic

@@ -1,8 +1,8 @@
 #include "apps/spot/run_summary.h"
 
-#include <filesystem>
-
 #include <fmt/format.h>
+
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "apps/spot/exit_code.h"
@@ -77,15 +77,17 @@ int PrintRunSummary(control::JobStore& store, const control::RunSpec& spec,
                od.cost, saving * 100);
   }
   if (predicted.cost >= 0) {
-    fmt::print("  SpotSim predicted     ${:.2f} for {} on this market segment ({} preemptions, "
-               "{:.2f} h)\n",
-               predicted.cost, spec.policy, predicted.preemptions, predicted.finish_hours);
+    fmt::print(
+        "  SpotSim predicted     ${:.2f} for {} on this market segment ({} preemptions, "
+        "{:.2f} h)\n",
+        predicted.cost, spec.policy, predicted.preemptions, predicted.finish_hours);
   }
   fmt::print("  preemptions survived  {} ({} interruption notices to instances)\n", o.preemptions,
              o.notices);
   if (redone >= 0) fmt::print("  work lost             {} steps redone of {}\n", redone, steps);
-  fmt::print("  decisions             {} ticks, {} launches; reconcile {:.0f} us mean, {:.0f} us max\n",
-             o.decisions, o.launches, o.reconcile_us_mean, o.reconcile_us_max);
+  fmt::print(
+      "  decisions             {} ticks, {} launches; reconcile {:.0f} us mean, {:.0f} us max\n",
+      o.decisions, o.launches, o.reconcile_us_mean, o.reconcile_us_max);
 
   nlohmann::json j = {{"job", spec.name},
                       {"state", control::JobStateName(o.state)},

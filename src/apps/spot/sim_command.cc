@@ -2,19 +2,20 @@
 //   spot sim policies              registered policy names, one a line
 //   spot sim run  [flags]          one job from one start tick; --svg draws it
 //   spot sim eval [flags]          S sampled starts per trace, per policy
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 
 #include "apps/spot/commands.h"
 #include "apps/spot/name_list.h"
 #include "apps/spot/sim_market.h"
 #include "apps/spot/sim_report.h"
+#include "control/controller.h"
 #include "core/file_io.h"
 #include "core/progress.h"
 #include "policy/registry.h"
 #include "sim/evaluate.h"
 #include "sim/svg_timeline.h"
-#include "control/controller.h"
 
 namespace spot::cli {
 namespace {
@@ -47,21 +48,28 @@ void AddMarketAndJobFlags(CLI::App* cmd, SimArgs* a) {
   cmd->add_option("--prices", a->prices, "Spot price change-point CSV (zones by name)");
   cmd->add_flag("--multi-zone", a->multi_zone, "All traces are zones of one market");
   cmd->add_option("--compute-hours", a->compute_hours, "C: compute hours of the job")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--deadline-hours", a->deadline_hours, "D: deadline, hours after the start")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--changeover-hours", a->changeover_hours, "d: hours lost entering an instance")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--ondemand-price", a->ondemand_price, "k: on-demand $ per hour")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--nodes", a->nodes, "N: instances as a gang")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of the synthetic market")->capture_default_str();
 }
 
 policy::JobSpec JobOf(const SimArgs& a) {
-  return {.compute_hours = a.compute_hours, .deadline_hours = a.deadline_hours,
-          .changeover_hours = a.changeover_hours, .nodes = a.nodes,
+  return {.compute_hours = a.compute_hours,
+          .deadline_hours = a.deadline_hours,
+          .changeover_hours = a.changeover_hours,
+          .nodes = a.nodes,
           .ondemand_price = a.ondemand_price};
 }
 
@@ -126,12 +134,14 @@ int RunOne(const policy::PolicyRegistry& reg, const std::vector<market::Trace>& 
     return Fail(InvalidArgumentError(fmt::format("--start-tick {} is outside the trace (0..{})",
                                                  a.start_tick, m.zones[0]->ticks() - 1)));
   }
-  sim::RunResult r = sim::SimulateJob(**p, m.zones, a.start_tick, job,
-                                      {.record_timeline = !a.svg.empty() || !a.decision_log.empty()});
+  sim::RunResult r =
+      sim::SimulateJob(**p, m.zones, a.start_tick, job,
+                       {.record_timeline = !a.svg.empty() || !a.decision_log.empty()});
   fmt::print("{}", RunSummary(m.name, a.policy, r, a));
   if (!a.decision_log.empty()) {
     Status w = WriteFileAtomically(a.decision_log, DecisionLog(r, a.start_tick));
-    if (!w.ok()) return Fail(InvalidArgumentError("--decision-log " + a.decision_log + ": " + w.message()));
+    if (!w.ok())
+      return Fail(InvalidArgumentError("--decision-log " + a.decision_log + ": " + w.message()));
     fmt::print("decisions: {}\n", a.decision_log);
   }
   if (!a.svg.empty()) {
@@ -147,11 +157,13 @@ int RunOne(const policy::PolicyRegistry& reg, const std::vector<market::Trace>& 
 }  // namespace
 
 CLI::App* AddSimCommand(CLI::App& app, SimArgs* a) {
-  CLI::App* sim = app.add_subcommand("sim", "Simulate policies over recorded or synthetic "
-                                            "spot markets (SpotSim); see docs/spotsim.md");
+  CLI::App* sim = app.add_subcommand("sim",
+                                     "Simulate policies over recorded or synthetic "
+                                     "spot markets (SpotSim); see docs/spotsim.md");
   sim->require_subcommand(1);
-  sim->add_subcommand("policies", "List the registered policies, one a line")
-      ->callback([a] { a->action = "policies"; });
+  sim->add_subcommand("policies", "List the registered policies, one a line")->callback([a] {
+    a->action = "policies";
+  });
   CLI::App* run = sim->add_subcommand("run", "Run one job from one start tick");
   run->callback([a] { a->action = "run"; });
   AddMarketAndJobFlags(run, a);
@@ -167,10 +179,12 @@ CLI::App* AddSimCommand(CLI::App& app, SimArgs* a) {
   eval->add_option("--policies", a->policies, "Comma-separated policy names")
       ->capture_default_str();
   eval->add_option("--samples", a->samples, "S: job starts per trace")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   for (CLI::App* c : {run, eval}) {
     c->add_option("--format", a->format, "Output: table or json")
-        ->check(CLI::IsMember({"table", "json"}))->capture_default_str();
+        ->check(CLI::IsMember({"table", "json"}))
+        ->capture_default_str();
   }
   return sim;
 }
@@ -182,8 +196,7 @@ int RunSim(const SimArgs& a) {
     for (const std::string& n : reg.Names()) fmt::print("{}\n", n);
     return kExitOk;
   }
-  auto traces = LoadSimMarket({.traces = a.traces, .prices = a.prices,
-                               .synthetic_seed = a.seed});
+  auto traces = LoadSimMarket({.traces = a.traces, .prices = a.prices, .synthetic_seed = a.seed});
   if (!traces.ok()) return Fail(traces.status());
   if (traces->empty()) return Fail(InvalidArgumentError("no traces"));
   return a.action == "run" ? RunOne(reg, *traces, a) : RunEval(reg, *traces, a);

@@ -1,15 +1,14 @@
 // `spot worker` and `spot rendezvous`.
+#include <fmt/format.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstring>
 #include <memory>
 #include <thread>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "apps/spot/commands.h"
 #include "apps/spot/exit_code.h"
@@ -82,9 +81,9 @@ int RunWorkerCommand(const WorkerArgs& args) {
                    (*source)->endpoint());
       watcher = std::make_unique<cloud::TerminationWatcher>(
           std::move(source).value(), args.notice_poll_s, [](const cloud::Notice& n) {
-            const double now = std::chrono::duration<double>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count();
+            const double now =
+                std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                    .count();
             // GCP gives no time: its documented budget is 30 s.
             const double deadline = n.time_unix_s > 0 ? n.time_unix_s : now + 30;
             spdlog::warn("termination notice ({} {}): {:.1f} s left; saving and leaving",
@@ -113,12 +112,12 @@ int RunWorkerCommand(const WorkerArgs& args) {
   }
   const dist::WorkerSummary& s = *summary;
   if (s.stopped_by_request) {
-    fmt::print("{}: {} stopped by a termination notice at step {} and left the group{}\n",
-               spec->name, tag, s.steps,
-               s.stop_flush_seconds >= 0
-                   ? fmt::format(" (checkpoint flushed {:.3f} s after the notice)",
-                                 s.stop_flush_seconds)
-                   : "");
+    fmt::print(
+        "{}: {} stopped by a termination notice at step {} and left the group{}\n", spec->name, tag,
+        s.steps,
+        s.stop_flush_seconds >= 0
+            ? fmt::format(" (checkpoint flushed {:.3f} s after the notice)", s.stop_flush_seconds)
+            : "");
     return kExitOk;
   }
   if (s.stopped_by_signal != 0) {
@@ -126,19 +125,20 @@ int RunWorkerCommand(const WorkerArgs& args) {
                strsignal(s.stopped_by_signal), s.steps);
     return 128 + s.stopped_by_signal;
   }
-  fmt::print("{}: {} done at step {} (took part in {} steps, {} generations, {} abandoned); "
-             "rank {} of {}; test accuracy {:.2f}%; {:.0f} samples/s; {:.1f} MB of gradients "
-             "sent\n",
-             spec->name, tag, s.steps, s.steps_here, s.generations, s.abandoned_steps,
-             s.final_rank, s.final_world, s.test_accuracy * 100, s.samples_per_s,
-             s.bytes_sent / 1e6);
+  fmt::print(
+      "{}: {} done at step {} (took part in {} steps, {} generations, {} abandoned); "
+      "rank {} of {}; test accuracy {:.2f}%; {:.0f} samples/s; {:.1f} MB of gradients "
+      "sent\n",
+      spec->name, tag, s.steps, s.steps_here, s.generations, s.abandoned_steps, s.final_rank,
+      s.final_world, s.test_accuracy * 100, s.samples_per_s, s.bytes_sent / 1e6);
   return kExitOk;
 }
 
 CLI::App* AddRendezvousCommand(CLI::App& app, RendezvousArgs* args) {
-  CLI::App* cmd = app.add_subcommand(
-      "rendezvous", "Host a rendezvous store (c10d TCPStore) for `spot worker --rendezvous "
-                    "tcp://HOST:PORT` until SIGTERM or SIGINT.");
+  CLI::App* cmd =
+      app.add_subcommand("rendezvous",
+                         "Host a rendezvous store (c10d TCPStore) for `spot worker --rendezvous "
+                         "tcp://HOST:PORT` until SIGTERM or SIGINT.");
   cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", args->port, "Port to listen on (0: any free port, printed)")
       ->check(CLI::Range(0, 65535))
