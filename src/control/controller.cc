@@ -102,6 +102,7 @@ struct Controller::Impl {
   std::FILE* decision_log = nullptr;
   TrainingProgress progress;
   int64_t step_at_placement = -1;
+  double billed_usd = 0;  // the ledger's total, kept as rows are written
   int failures_since_progress = 0;
   int64_t max_step_seen = 0;
   std::string last_failure;
@@ -178,7 +179,7 @@ Status Controller::Impl::Start(const std::string& spec_hash, bool* resumed) {
   SPOT_ASSIGN_OR_RETURN(std::optional<JobRecord> rec, d.store->GetJob(id));
   *resumed = false;
   if (!rec) {
-    wall_epoch = d.wall_now();
+    wall_epoch = d.new_job_epoch_unix_s > 0 ? d.new_job_epoch_unix_s : d.wall_now();
     JobRecord j{.id = id,
                 .spec_path = spec.source,
                 .spec_hash = spec_hash,
@@ -242,6 +243,7 @@ Status Controller::Impl::ReplayDecisions() {
 
 Status Controller::Impl::Resume() {
   SPOT_RETURN_IF_ERROR(ReplayDecisions());
+  SPOT_ASSIGN_OR_RETURN(billed_usd, d.store->TotalCost(id));
   const double now = NowS();
   SPOT_ASSIGN_OR_RETURN(std::vector<InstanceRecord> all, d.store->Instances(id, false));
   // Notices already given are not given (nor counted) again.
@@ -521,6 +523,7 @@ Status Controller::Impl::Bill(double now) {
     if (rows.empty()) continue;
     SPOT_RETURN_IF_ERROR(d.store->Bill(r.id, rows));
     r.billed_until_s = rows.back().to_s;
+    for (const LedgerEntry& e : rows) billed_usd += e.usd;
   }
   return Status::Ok();
 }
@@ -549,14 +552,13 @@ void Controller::Impl::StatusLine(double now) {
   last_status_wall = d.wall_now();
   int live = 0;
   for (const auto& [iid, r] : instances) live += r.ended_s ? 0 : 1;
-  auto cost = d.store->TotalCost(id);
   std::string where = placement.kind == InstanceKind::kSpot
                           ? "spot " + d.zones[placement.zone]->pool.zone
                       : placement.kind == InstanceKind::kOnDemand ? "on-demand"
                                                                   : "idle";
   d.status_line(fmt::format("{:6.2f} h | {} | {} x{} | step {}/{} | ${:.2f} | preemptions {}",
                             now / 3600, JobStateName(state), where, live, progress.step,
-                            progress.total_steps, cost.ok() ? *cost : 0.0, out.preemptions));
+                            progress.total_steps, billed_usd, out.preemptions));
 }
 
 Result<JobOutcome> Controller::Impl::Loop() {
@@ -597,7 +599,7 @@ Result<JobOutcome> Controller::Impl::Loop() {
     }
     SPOT_RETURN_IF_ERROR(Bill(now));
     if (spec.budget_usd > 0) {
-      SPOT_ASSIGN_OR_RETURN(double cost, d.store->TotalCost(id));
+      const double cost = billed_usd;
       if (cost >= spec.budget_usd) {
         SPOT_RETURN_IF_ERROR(
             Finish(JobState::kFailed,

@@ -54,6 +54,9 @@ struct ControllerDeps {
   cloud::Provider* provider = nullptr;
   std::vector<const market::Trace*> zones;  // the job's market (the provider's too)
   std::unique_ptr<policy::Policy> policy;
+  // Wall time of simulated time 0 for a job this controller creates (the
+  // provider's clock must be the same); 0: now. A resumed job keeps its own.
+  double new_job_epoch_unix_s = 0;
   std::string progress_path;      // the training's progress JSON
   std::string decision_log_path;  // JSON lines, one per tick ("" = none)
   // Takes over an instance recorded by an earlier controller process.

@@ -210,7 +210,8 @@ int RunRunCommand(const RunArgs& args) {
   const std::string progress_path = (fs::path(j.job_dir) / "progress.json").string();
   const std::string step_log = (fs::path(j.job_dir) / "steps.csv").string();
   auto job_record = (*store)->GetJob(j.run.name);
-  const bool fresh = job_record.ok() && !*job_record;
+  if (!job_record.ok()) return Fail(job_record.status());
+  const bool fresh = !*job_record;
   if (fresh) {
     std::error_code ec;
     fs::remove(step_log, ec);
@@ -263,6 +264,7 @@ int RunRunCommand(const RunArgs& args) {
        .provider = &provider,
        .zones = zones,
        .policy = std::move(live_policy).value(),
+       .new_job_epoch_unix_s = epoch,
        .progress_path = progress_path,
        .decision_log_path = args.decision_log.empty()
                                 ? (fs::path(j.job_dir) / "decisions.jsonl").string()
