@@ -11,12 +11,17 @@ PACKAGES=(
   libtorch-dev libopenblas0-openmp
   libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libxxhash-dev libzstd-dev zlib1g-dev libgloo-dev libcpp-httplib-dev libxgboost-dev libsqlite3-dev sqlite3
+  prometheus-cpp-dev
   # elastic training: etcd for multi-machine rendezvous, iproute2 for the network-namespace test
   etcd-server etcd-client iproute2
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # data and the Python side (interop test, benchmark baseline)
   dataset-fashion-mnist python3 python3-torch python3-numpy
+  # monitoring: a Prometheus server and promtool for the metrics tests, protoc to
+  # read TensorBoard event files back, Chromium and its WebDriver for the dashboard
+  # test, Node.js to fetch the dashboard's front-end libraries from npm at build time
+  prometheus protobuf-compiler python3-crc32c chromium chromium-driver nodejs
 )
 
 missing=()
@@ -51,5 +56,10 @@ if [[ -e "$want" ]]; then
       "${sudo_cmd[@]}" update-alternatives --set "liblapack.so.3-$arch" "$want_lapack" >/dev/null
     fi
   fi
+fi
+# npm ships inside some Node.js builds; Debian's own nodejs needs the npm package.
+if ! command -v npm >/dev/null; then
+  echo "install-deps: installing npm"
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends npm
 fi
 echo "install-deps: all packages present"

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/file_io.h"
+#include "monitor/metrics.h"
 
 namespace spot::control {
 namespace {
@@ -218,7 +219,19 @@ void ReplyError(httplib::Response& res, int code, const std::string& message) {
   Reply(res, code, json{{"error", message}});
 }
 
-enum class Route { kHealth, kJobs, kJob, kLedger, kDecisions, kCancel };
+enum class Route {
+  kHealth,
+  kJobs,
+  kJob,
+  kLedger,
+  kDecisions,
+  kCancel,
+  kDashboardData,
+  kTargets,
+  kMetrics,
+  kHome,
+  kPage
+};
 
 struct RouteMatch {
   Route route;
@@ -228,6 +241,13 @@ struct RouteMatch {
 
 // nullopt for a path no route has.
 std::optional<RouteMatch> MatchPath(std::string_view path) {
+  if (path == "/metrics") return RouteMatch{Route::kMetrics, "GET", ""};
+  if (path == "/") return RouteMatch{Route::kHome, "GET", ""};
+  constexpr std::string_view kPage = "/jobs/";
+  if (path.starts_with(kPage) && path.size() > kPage.size() &&
+      path.find('/', kPage.size()) == std::string_view::npos) {
+    return RouteMatch{Route::kPage, "GET", std::string(path.substr(kPage.size()))};
+  }
   constexpr std::string_view kPrefix = "/api/v1/";
   if (!path.starts_with(kPrefix)) return std::nullopt;
   path.remove_prefix(kPrefix.size());
@@ -240,23 +260,26 @@ std::optional<RouteMatch> MatchPath(std::string_view path) {
     start = slash + 1;
   }
   if (parts.size() == 1 && parts[0] == "healthz") return RouteMatch{Route::kHealth, "GET", ""};
+  if (parts.size() == 1 && parts[0] == "targets") return RouteMatch{Route::kTargets, "GET", ""};
   if (parts[0] != "jobs" || parts.size() > 3) return std::nullopt;
   if (parts.size() == 1) return RouteMatch{Route::kJobs, "GET", ""};
   if (parts.size() == 2) return RouteMatch{Route::kJob, "GET", parts[1]};
   if (parts[2] == "ledger") return RouteMatch{Route::kLedger, "GET", parts[1]};
   if (parts[2] == "decisions") return RouteMatch{Route::kDecisions, "GET", parts[1]};
   if (parts[2] == "cancel") return RouteMatch{Route::kCancel, "POST", parts[1]};
+  if (parts[2] == "dashboard") return RouteMatch{Route::kDashboardData, "GET", parts[1]};
   return std::nullopt;
 }
 
 class HttpApiServer final : public ApiServer {
  public:
   HttpApiServer(JobStore* store, std::string host, std::string token,
-                std::function<Status(const std::string&)> cancel)
+                std::function<Status(const std::string&)> cancel, ApiPages pages)
       : store_(store),
         host_(std::move(host)),
         token_(std::move(token)),
-        cancel_(std::move(cancel)) {}
+        cancel_(std::move(cancel)),
+        pages_(std::move(pages)) {}
   ~HttpApiServer() override {
     server_.stop();
     if (thread_.joinable()) thread_.join();
@@ -289,11 +312,14 @@ class HttpApiServer final : public ApiServer {
   void GetJobs(httplib::Response& res);
   void GetJob(const JobRecord& job, httplib::Response& res);
   void Cancel(const JobRecord& job, httplib::Response& res);
+  void ServePages(const RouteMatch& m, httplib::Response& res);
+  void ServeJobPage(Route route, const JobRecord& job, httplib::Response& res);
 
   JobStore* const store_;
   const std::string host_;
   const std::string token_;
   const std::function<Status(const std::string&)> cancel_;
+  const ApiPages pages_;
   httplib::Server server_;
   std::thread thread_;
   int port_ = 0;
@@ -308,6 +334,12 @@ Status HttpApiServer::Listen(int port) {
       .Patch(".*", handler)
       .Delete(".*", handler)
       .Options(".*", handler);
+  // cpp-httplib sets SO_REUSEPORT by default, which would let a second
+  // controller bind the same port and split the requests: address reuse only.
+  server_.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   server_.set_tcp_nodelay(true);
   server_.set_payload_max_length(64 * 1024);
   int bound =
@@ -352,6 +384,9 @@ void HttpApiServer::Dispatch(const RouteMatch& m, const httplib::Request& req,
                              httplib::Response& res) {
   if (m.route == Route::kHealth) return Reply(res, 200, json{{"ok", true}});
   if (m.route == Route::kJobs) return GetJobs(res);
+  if (m.route == Route::kMetrics || m.route == Route::kTargets || m.route == Route::kHome) {
+    return ServePages(m, res);
+  }
   // Authorization comes before the lookup, so that callers without the token
   // cannot probe which jobs exist.
   if (m.route == Route::kCancel && !Authorized(req, res)) return;
@@ -377,6 +412,9 @@ void HttpApiServer::Dispatch(const RouteMatch& m, const httplib::Request& req,
     }
     case Route::kCancel:
       return Cancel(*job, res);
+    case Route::kDashboardData:
+    case Route::kPage:
+      return ServeJobPage(m.route, *job, res);
     default:
       return ReplyError(res, 500, "unrouted path");
   }
@@ -441,6 +479,50 @@ void HttpApiServer::GetJob(const JobRecord& job, httplib::Response& res) {
   Reply(res, 200, out);
 }
 
+void HttpApiServer::ServePages(const RouteMatch& m, httplib::Response& res) {
+  res.set_header("Cache-Control", "no-store");
+  if (m.route == Route::kMetrics) {
+    if (!pages_.metrics) return ReplyError(res, 404, "this server has no metrics");
+    res.status = 200;
+    res.set_content(pages_.metrics(), std::string(monitor::kTextContentType));
+    return;
+  }
+  if (m.route == Route::kTargets) {
+    if (!pages_.targets) return ReplyError(res, 404, "this server has no scrape targets");
+    res.status = 200;
+    res.set_content(pages_.targets(), "application/json");
+    return;
+  }
+  // Home: the dashboard of the newest job.
+  auto jobs = store_->ListJobs();
+  if (Failed(jobs, res)) return;
+  if (!pages_.dashboard_html || jobs->empty()) {
+    return ReplyError(res, 404, "no dashboard here: see /api/v1/jobs");
+  }
+  const JobRecord* newest = &jobs->front();
+  for (const JobRecord& j : *jobs) {
+    if (j.created_unix_s > newest->created_unix_s) newest = &j;
+  }
+  res.status = 302;
+  res.set_header("Location", "/jobs/" + newest->id);
+  res.set_content("", "text/plain");
+}
+
+void HttpApiServer::ServeJobPage(Route route, const JobRecord& job, httplib::Response& res) {
+  res.set_header("Cache-Control", "no-store");
+  if (route == Route::kPage) {
+    if (!pages_.dashboard_html) return ReplyError(res, 404, "this server has no dashboard");
+    res.status = 200;
+    res.set_content(pages_.dashboard_html(job.id), "text/html; charset=utf-8");
+    return;
+  }
+  if (!pages_.dashboard_data) return ReplyError(res, 404, "this server has no dashboard");
+  Result<std::string> data = pages_.dashboard_data(job.id);
+  if (Failed(data, res)) return;
+  res.status = 200;
+  res.set_content(*data, "application/json");
+}
+
 void HttpApiServer::Cancel(const JobRecord& job, httplib::Response& res) {
   if (IsTerminal(job.state)) {
     return ReplyError(res, 409,
@@ -481,8 +563,8 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(
     return InvalidArgumentError(fmt::format("API server: port {} out of range", options.port));
   }
   SPOT_ASSIGN_OR_RETURN(std::string token, LoadOrCreateToken(options.token_path));
-  auto server =
-      std::make_unique<HttpApiServer>(store, options.host, std::move(token), std::move(cancel));
+  auto server = std::make_unique<HttpApiServer>(store, options.host, std::move(token),
+                                                std::move(cancel), options.pages);
   SPOT_RETURN_IF_ERROR(server->Listen(options.port));
   return std::unique_ptr<ApiServer>(std::move(server));
 }

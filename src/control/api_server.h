@@ -6,6 +6,12 @@
 //                                           value of the job, JSON), last events
 //   GET  /api/v1/jobs/ID/ledger          -> {"rows":[...],"total_usd":X}
 //   GET  /api/v1/jobs/ID/decisions       -> {"decisions":[...]}
+//   GET  /api/v1/jobs/ID/dashboard       -> the dashboard's data (docs/monitor.md)
+//   GET  /api/v1/targets                 -> the workers' /metrics endpoints, in
+//                                           Prometheus' http_sd format
+//   GET  /metrics                        -> the controller's metrics (text 0.0.4)
+//   GET  /jobs/ID                        -> the dashboard page; "/" redirects to
+//                                           the newest job's
 //   POST /api/v1/jobs/ID/cancel          -> 202 {"id":..,"state":"CANCELLED"} (the
 //                                           controller stops the fleet); 409 when
 //                                           the job already ended
@@ -24,12 +30,21 @@
 
 namespace spot::control {
 
+// What the server shows besides the job store; an unset one answers 404.
+struct ApiPages {
+  std::function<std::string()> metrics;                                          // Prometheus text
+  std::function<std::string()> targets;                                          // http_sd JSON
+  std::function<Result<std::string>(const std::string& job_id)> dashboard_data;  // JSON
+  std::function<std::string(const std::string& job_id)> dashboard_html;
+};
+
 struct ApiOptions {
   std::string host = "127.0.0.1";  // refused unless a loopback address
   int port = 0;                    // 0: any free port
   // Created with 32 random bytes as 64 hex digits, mode 0600, when absent;
   // read when present (so a restarted controller keeps its token).
   std::string token_path;
+  ApiPages pages;
 };
 
 class ApiServer {

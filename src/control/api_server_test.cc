@@ -82,9 +82,11 @@ class ApiServerTest : public ::testing::Test {
     ASSERT_TRUE(store_->PutValue("train", "progress", R"({"step":120,"loss":1.5})").ok());
   }
 
-  void StartServer() {
+  void StartServer(ApiPages pages = {}) {
+    server_.reset();
     ApiOptions options;
     options.token_path = token_path_;
+    options.pages = std::move(pages);
     auto server = ApiServer::Start(store_, options, [this](const std::string& id) {
       std::lock_guard<std::mutex> l(mu_);
       cancelled_.push_back(id);
@@ -130,6 +132,64 @@ TEST_F(ApiServerTest, Healthz) {
   ASSERT_TRUE(r) << httplib::to_string(r.error());
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(Body(r), json({{"ok", true}}));
+}
+
+// The monitor's pages: /metrics, the http_sd targets, the dashboard's page and
+// data; "/" leads to the newest job's dashboard. Unset pages answer 404.
+TEST_F(ApiServerTest, ServesTheMonitorsPages) {
+  for (const char* path :
+       {"/metrics", "/api/v1/targets", "/jobs/train", "/", "/api/v1/jobs/train/dashboard"}) {
+    auto r = client_->Get(path);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 404) << path;
+  }
+  std::vector<std::string> asked;
+  StartServer({.metrics = [] { return std::string("spot_up 1\n"); },
+               .targets = [] { return std::string(R"([{"targets":["127.0.0.1:1"]}])"); },
+               .dashboard_data = [&asked](const std::string& id) -> Result<std::string> {
+                 asked.push_back(id);
+                 return std::string(R"({"version":1})");
+               },
+               .dashboard_html = [](const std::string& id) { return "<html>" + id + "</html>"; }});
+  auto metrics = client_->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_EQ(metrics->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(metrics->body, "spot_up 1\n");
+  auto targets = client_->Get("/api/v1/targets");
+  ASSERT_TRUE(targets);
+  EXPECT_EQ(Body(targets)[0]["targets"][0], "127.0.0.1:1");
+  auto page = client_->Get("/jobs/done");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_EQ(page->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_EQ(page->body, "<html>done</html>");
+  EXPECT_EQ(client_->Get("/jobs/nope")->status, 404);
+  auto data = client_->Get("/api/v1/jobs/train/dashboard");
+  ASSERT_TRUE(data);
+  EXPECT_EQ(Body(data)["version"], 1);
+  EXPECT_EQ(data->get_header_value("Cache-Control"), "no-store");
+  EXPECT_EQ(client_->Get("/api/v1/jobs/nope/dashboard")->status, 404);
+  EXPECT_EQ(asked, std::vector<std::string>{"train"});
+  // "/" redirects to the newest job (created last: both have the same time
+  // here, so either is fine, but it must be one of them).
+  httplib::Client no_follow(server_->url());
+  auto home = no_follow.Get("/");
+  ASSERT_TRUE(home);
+  EXPECT_EQ(home->status, 302);
+  EXPECT_TRUE(home->get_header_value("Location").starts_with("/jobs/"));
+  EXPECT_EQ(client_->Post("/metrics", "", "text/plain")->status, 405);
+}
+
+// A second server cannot share the port (no SO_REUSEPORT): it fails clearly.
+TEST_F(ApiServerTest, RefusesATakenPort) {
+  ApiOptions options;
+  options.token_path = token_path_;
+  options.port = server_->port();
+  auto second = ApiServer::Start(store_, options, [](const std::string&) { return Status::Ok(); });
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find(std::to_string(server_->port())), std::string::npos);
 }
 
 TEST_F(ApiServerTest, ListsJobs) {

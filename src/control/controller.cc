@@ -627,6 +627,7 @@ Result<JobOutcome> Controller::Impl::Loop() {
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - pass_start)
             .count();
     reconcile_us_sum += us;
+    if (d.on_reconcile) d.on_reconcile(us / 1e6);
     out.reconcile_us_max = std::max(out.reconcile_us_max, us);
     ++reconcile_passes;
     std::this_thread::sleep_for(interval);

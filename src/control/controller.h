@@ -77,6 +77,8 @@ struct ControllerDeps {
   // Called about every `status_interval_s` of wall time with a one-line status.
   std::function<void(const std::string&)> status_line;
   double status_interval_s = 5;
+  // Called after every reconcile pass with its duration in seconds (metrics).
+  std::function<void(double)> on_reconcile;
 };
 
 struct JobOutcome {

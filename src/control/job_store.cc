@@ -8,10 +8,15 @@
 #include <mutex>
 #include <utility>
 
+#include "control/sqlite_stmt.h"
+
 namespace spot::control {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+using internal::CodeForSqlite;
+using internal::Stmt;
+
+constexpr int kSchemaVersion = 2;
 // Ledger rows may meet within this many seconds (doubles summed over a long job).
 constexpr double kBillTolerance = 1e-6;
 
@@ -74,7 +79,17 @@ CREATE TABLE job_values (
   key TEXT NOT NULL,
   value TEXT NOT NULL,
   PRIMARY KEY (job_id, key));
-PRAGMA user_version = 1;
+)sql";
+
+// Version 2 adds per-job time series (a worker's utilization, ...).
+constexpr const char* kSchemaV2 = R"sql(
+CREATE TABLE samples (
+  job_id TEXT NOT NULL REFERENCES jobs(id),
+  series TEXT NOT NULL,
+  t_s REAL NOT NULL,
+  value REAL NOT NULL);
+CREATE INDEX samples_by_series ON samples(job_id, series, t_s);
+PRAGMA user_version = 2;
 )sql";
 
 constexpr const char* kJobColumns =
@@ -87,78 +102,6 @@ constexpr const char* kInstanceColumns =
 double NowUnixS() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
-
-StatusCode CodeForSqlite(int rc) {
-  switch (rc & 0xff) {
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-    case SQLITE_IOERR:
-    case SQLITE_FULL:
-    case SQLITE_CANTOPEN:
-    case SQLITE_PROTOCOL:
-    case SQLITE_READONLY:
-      return StatusCode::kUnavailable;
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      return StatusCode::kDataLoss;
-    case SQLITE_CONSTRAINT:
-      return StatusCode::kFailedPrecondition;
-    default:
-      return StatusCode::kInternal;
-  }
-}
-
-// A prepared statement; parameters are bound in order with Bind().
-class Stmt {
- public:
-  explicit Stmt(sqlite3_stmt* s) : s_(s) {}
-  Stmt(Stmt&& o) noexcept : s_(std::exchange(o.s_, nullptr)), next_(o.next_), rc_(o.rc_) {}
-  Stmt& operator=(Stmt&&) = delete;
-  ~Stmt() { sqlite3_finalize(s_); }
-
-  Stmt& Bind(const std::string& v) {
-    return Check(
-        sqlite3_bind_text(s_, next_++, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
-  }
-  Stmt& Bind(double v) { return Check(sqlite3_bind_double(s_, next_++, v)); }
-  Stmt& Bind(int64_t v) { return Check(sqlite3_bind_int64(s_, next_++, v)); }
-  Stmt& Bind(int v) { return Bind(static_cast<int64_t>(v)); }
-  Stmt& Bind(bool v) { return Bind(static_cast<int64_t>(v ? 1 : 0)); }
-  Stmt& Bind(const std::optional<double>& v) {
-    return v ? Bind(*v) : Check(sqlite3_bind_null(s_, next_++));
-  }
-
-  // Makes the statement ready to run again with new parameters.
-  void Reset() {
-    sqlite3_reset(s_);
-    sqlite3_clear_bindings(s_);
-    next_ = 1;
-    rc_ = SQLITE_OK;
-  }
-
-  // SQLITE_ROW, SQLITE_DONE or an error code (a failed Bind included).
-  int Step() { return rc_ != SQLITE_OK ? rc_ : sqlite3_step(s_); }
-
-  double Double(int i) const { return sqlite3_column_double(s_, i); }
-  int64_t Int(int i) const { return sqlite3_column_int64(s_, i); }
-  std::string Text(int i) const {
-    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_, i));
-    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, i))) : std::string();
-  }
-  std::optional<double> OptDouble(int i) const {
-    if (sqlite3_column_type(s_, i) == SQLITE_NULL) return std::nullopt;
-    return Double(i);
-  }
-
- private:
-  Stmt& Check(int rc) {
-    if (rc_ == SQLITE_OK) rc_ = rc;
-    return *this;
-  }
-  sqlite3_stmt* s_;
-  int next_ = 1;
-  int rc_ = SQLITE_OK;
-};
 
 JobRecord JobFromRow(const Stmt& s) {
   JobRecord j;
@@ -217,6 +160,9 @@ class SqliteJobStore final : public JobStore {
   Result<std::vector<DecisionRecord>> Decisions(const std::string& job_id) override;
   Status AppendEvent(const std::string& job_id, const EventRecord& e) override;
   Result<std::vector<EventRecord>> Events(const std::string& job_id) override;
+  Status AppendSamples(const std::string& job_id, std::span<const SamplePoint> points) override;
+  Result<std::vector<SamplePoint>> Samples(const std::string& job_id,
+                                           const std::string& series_prefix) override;
   Status PutValue(const std::string& job_id, const std::string& key,
                   const std::string& value) override;
   Result<std::optional<std::string>> GetValue(const std::string& job_id,
@@ -307,7 +253,7 @@ Result<int64_t> SqliteJobStore::UserVersion(std::string_view op) {
 Status SqliteJobStore::CheckVersion() {
   constexpr std::string_view kOp = "opening";
   SPOT_ASSIGN_OR_RETURN(int64_t version, UserVersion(kOp));
-  if (version == kSchemaVersion) return Status::Ok();
+  if (version == kSchemaVersion || version == 1) return Status::Ok();  // 1: upgraded in Init
   if (version != 0) {
     return Fail(
         StatusCode::kDataLoss, kOp,
@@ -345,6 +291,7 @@ Status SqliteJobStore::Init() {
   auto version = UserVersion(kOp);
   Status s = version.status();
   if (s.ok() && *version == 0) s = Exec("creating the schema", kSchema);
+  if (s.ok() && *version < 2) s = Exec("upgrading the schema to version 2", kSchemaV2);
   if (s.ok()) s = Exec(kOp, "COMMIT");
   if (!s.ok() && sqlite3_get_autocommit(db_) == 0) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -633,6 +580,41 @@ Status SqliteJobStore::AppendEvent(const std::string& job_id, const EventRecord&
   return Write(kOp, [&]() -> Status {
     SPOT_RETURN_IF_ERROR(RequireJob(kOp, job_id));
     return InsertEvent(kOp, job_id, e);
+  });
+}
+
+Status SqliteJobStore::AppendSamples(const std::string& job_id,
+                                     std::span<const SamplePoint> points) {
+  constexpr std::string_view kOp = "AppendSamples";
+  return Write(kOp, [&]() -> Status {
+    SPOT_RETURN_IF_ERROR(RequireJob(kOp, job_id));
+    SPOT_ASSIGN_OR_RETURN(
+        Stmt s,
+        Prepare(kOp, "INSERT INTO samples (job_id, series, t_s, value) VALUES (?, ?, ?, ?)"));
+    for (const SamplePoint& p : points) {
+      if (!std::isfinite(p.t_s) || !std::isfinite(p.value)) {
+        return Fail(
+            StatusCode::kInvalidArgument, kOp,
+            fmt::format("series {}: a non-finite point ({}, {})", p.series, p.t_s, p.value));
+      }
+      s.Reset();
+      s.Bind(job_id).Bind(p.series).Bind(p.t_s).Bind(p.value);
+      SPOT_RETURN_IF_ERROR(Run(kOp, s));
+    }
+    return Status::Ok();
+  });
+}
+
+Result<std::vector<SamplePoint>> SqliteJobStore::Samples(const std::string& job_id,
+                                                         const std::string& series_prefix) {
+  constexpr std::string_view kOp = "Samples";
+  std::lock_guard<std::mutex> l(mu_);
+  SPOT_ASSIGN_OR_RETURN(Stmt s, Prepare(kOp,
+                                        "SELECT series, t_s, value FROM samples WHERE job_id = ? "
+                                        "AND substr(series, 1, ?) = ? ORDER BY series, t_s"));
+  s.Bind(job_id).Bind(static_cast<int64_t>(series_prefix.size())).Bind(series_prefix);
+  return Collect<SamplePoint>(kOp, s, [](const Stmt& row) {
+    return SamplePoint{row.Text(0), row.Double(1), row.Double(2)};
   });
 }
 

@@ -100,6 +100,14 @@ struct EventRecord {
   std::string detail;
 };
 
+// One point of a per-job time series ("busy/<instance id>": the fraction of a
+// market tick a worker spent computing, ...).
+struct SamplePoint {
+  std::string series;
+  double t_s = 0;
+  double value = 0;
+};
+
 class JobStore {
  public:
   // Opens or creates the database (parent directory must exist). The schema
@@ -146,6 +154,14 @@ class JobStore {
 
   virtual Status AppendEvent(const std::string& job_id, const EventRecord& e) = 0;
   virtual Result<std::vector<EventRecord>> Events(const std::string& job_id) = 0;
+
+  // Appends time-series points in one transaction (InvalidArgument for a
+  // non-finite time or value; NotFound for an unknown job).
+  virtual Status AppendSamples(const std::string& job_id, std::span<const SamplePoint> points) = 0;
+  // The points of every series whose name starts with `series_prefix`,
+  // ordered by series, then time.
+  virtual Result<std::vector<SamplePoint>> Samples(const std::string& job_id,
+                                                   const std::string& series_prefix) = 0;
 
   // Small per-job values (progress JSON, rendezvous address, ...).
   virtual Status PutValue(const std::string& job_id, const std::string& key,

@@ -417,7 +417,7 @@ std::string QueryOther(const std::string& path, const char* sql) {
 TEST_F(JobStoreTest, UsesWriteAheadLogging) {
   ASSERT_TRUE(store_->CreateJob(MakeJob("j")).ok());
   EXPECT_EQ(QueryOther(path_, "PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(QueryOther(path_, "PRAGMA user_version"), "1");
+  EXPECT_EQ(QueryOther(path_, "PRAGMA user_version"), "2");
   EXPECT_EQ(QueryOther(path_, "SELECT state FROM jobs WHERE id = 'j'"), "PENDING");
 }
 
@@ -444,6 +444,41 @@ TEST_F(JobStoreTest, RefusesAnotherSchemaVersion) {
   EXPECT_EQ(store.status().code(), StatusCode::kDataLoss) << store.status().ToString();
   EXPECT_NE(store.status().message().find(path_), std::string::npos);
   EXPECT_NE(store.status().message().find("99"), std::string::npos);
+}
+
+TEST_F(JobStoreTest, SamplesAppendAndReadBySeriesPrefix) {
+  ASSERT_TRUE(store_->CreateJob(MakeJob("j")).ok());
+  std::vector<SamplePoint> points = {
+      {"busy/i-2", 60, 0.5}, {"busy/i-1", 60, 0.75}, {"busy/i-1", 0, 1}, {"other", 0, 3}};
+  ASSERT_TRUE(store_->AppendSamples("j", points).ok());
+  auto busy = store_->Samples("j", "busy/");
+  ASSERT_TRUE(busy.ok()) << busy.status().ToString();
+  ASSERT_EQ(busy->size(), 3u);  // ordered by series, then time
+  EXPECT_EQ((*busy)[0].series, "busy/i-1");
+  EXPECT_EQ((*busy)[0].t_s, 0);
+  EXPECT_EQ((*busy)[1].value, 0.75);
+  EXPECT_EQ((*busy)[2].series, "busy/i-2");
+  // A non-finite point writes nothing of the batch; an unknown job is NotFound.
+  std::vector<SamplePoint> bad = {{"busy/i-3", 0, 1}, {"busy/i-3", 60, std::nan("")}};
+  EXPECT_EQ(store_->AppendSamples("j", bad).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Samples("j", "busy/i-3")->size(), 0u);
+  EXPECT_EQ(store_->AppendSamples("nope", points).code(), StatusCode::kNotFound);
+  Reopen();
+  EXPECT_EQ(store_->Samples("j", "")->size(), 4u);
+}
+
+// A store written by the first schema (no samples table) is upgraded in place.
+TEST_F(JobStoreTest, UpgradesAVersionOneStore) {
+  ASSERT_TRUE(store_->CreateJob(MakeJob("j")).ok());
+  store_.reset();
+  EXPECT_EQ(QueryOther(path_, "DROP TABLE samples"), "");
+  EXPECT_EQ(QueryOther(path_, "PRAGMA user_version = 1"), "");
+  Reopen();
+  EXPECT_EQ(QueryOther(path_, "PRAGMA user_version"), "2");
+  auto job = store_->GetJob("j");
+  ASSERT_TRUE(job.ok() && job->has_value());
+  std::vector<SamplePoint> one = {{"busy/i", 0, 0.5}};
+  EXPECT_TRUE(store_->AppendSamples("j", one).ok());
 }
 
 TEST_F(JobStoreTest, RefusesAForeignDatabase) {

@@ -1,22 +1,20 @@
 #include "dist/elastic_trainer.h"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/nn/functional/loss.h>
-
+#include <fmt/format.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
+#include <torch/nn/functional/loss.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <thread>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "ckpt/async_saver.h"
 #include "ckpt/interval.h"
@@ -54,8 +52,7 @@ std::atomic<double> g_stop_deadline_unix_s{0};
 std::atomic<double> g_stop_request_wall{0};
 bool StopWanted() { return g_stop_signal.load() != 0 || g_stop_requested.load(); }
 double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 int64_t WallMs() {
@@ -107,9 +104,7 @@ class Worker {
   // Rank 0: the progress file (at most twice a second unless `force`).
   void WriteProgress(const Generation& g, double loss, bool done, bool force = false);
   Status AllReduce(at::Tensor& t, const char* what);
-  TrainRefs Refs() {
-    return {model_.get(), optimizer_.get(), spec_.optimizer.type, &counters_};
-  }
+  TrainRefs Refs() { return {model_.get(), optimizer_.get(), spec_.optimizer.type, &counters_}; }
   std::vector<at::Tensor> FloatBuffers();
 
   train::TrainSpec spec_;
@@ -148,7 +143,7 @@ class Worker {
   Clock::time_point last_save_time_;
   std::optional<ckpt::IntervalPolicy> interval_;  // checkpoint.interval: auto (rank 0)
 
-  double rate_ = 0;  // samples/s of this worker's compute, moving average
+  double rate_ = 0;           // samples/s of this worker's compute, moving average
   double train_seconds_ = 0;  // time in generations' training loops
   WorkerSummary summary_;
   std::FILE* step_log_ = nullptr;
@@ -188,17 +183,17 @@ Status Worker::Init() {
 
   const train::DistributedSpec& d = spec_.distributed;
   if (opt_.id.empty()) opt_.id = DefaultId();
-  SPOT_ASSIGN_OR_RETURN(backend_, OpenRendezvous(opt_.rendezvous, spec_.name,
-                                                 Ms(d.liveness_ttl_s), Ms(d.rendezvous_timeout_s)));
-  rdzv_ = std::make_unique<Rendezvous>(
-      backend_.kv.get(),
-      RendezvousOptions{.job = spec_.name,
-                        .min_workers = static_cast<int>(d.min_workers),
-                        .max_workers = static_cast<int>(d.max_workers),
-                        .join_window = Ms(d.join_window_s),
-                        .last_call = Ms(d.last_call_s),
-                        .timeout = Ms(d.rendezvous_timeout_s)},
-      opt_.id);
+  SPOT_ASSIGN_OR_RETURN(backend_, OpenRendezvous(opt_.rendezvous, spec_.name, Ms(d.liveness_ttl_s),
+                                                 Ms(d.rendezvous_timeout_s)));
+  rdzv_ =
+      std::make_unique<Rendezvous>(backend_.kv.get(),
+                                   RendezvousOptions{.job = spec_.name,
+                                                     .min_workers = static_cast<int>(d.min_workers),
+                                                     .max_workers = static_cast<int>(d.max_workers),
+                                                     .join_window = Ms(d.join_window_s),
+                                                     .last_call = Ms(d.last_call_s),
+                                                     .timeout = Ms(d.rendezvous_timeout_s)},
+                                   opt_.id);
   SPOT_RETURN_IF_ERROR(CreateDirectories(spec_.output_dir));
   auto open = [](const std::string& path, std::FILE** f) -> Status {
     if (path.empty()) return Status::Ok();
@@ -218,8 +213,8 @@ Status Worker::FormGroup(const Generation& g) {
   try {
     auto o = c10d::ProcessGroupGloo::Options::create(Ms(d.collective_timeout_s));
     o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(opt_.host));
-    auto store = c10::make_intrusive<c10d::PrefixStore>(g.store_prefix(spec_.name),
-                                                        backend_.group_store);
+    auto store =
+        c10::make_intrusive<c10d::PrefixStore>(g.store_prefix(spec_.name), backend_.group_store);
     pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, g.rank, g.world_size(), o);
   } catch (const std::exception& e) {
     return AbortedError(fmt::format("forming generation {}: {}", g.number, e.what()));
@@ -247,9 +242,10 @@ Status Worker::BecomeWriter(bool writer) {
   }
   if (saver_) return Status::Ok();
   const train::CheckpointSpec& ck = spec_.checkpoint;
-  SPOT_ASSIGN_OR_RETURN(store_, ckpt::CheckpointStore::Open({.dir = ck.dir,
-                                                             .durable_dir = ck.durable_dir,
-                                                             .retention = train::RetentionFor(ck)}));
+  SPOT_ASSIGN_OR_RETURN(
+      store_,
+      ckpt::CheckpointStore::Open(
+          {.dir = ck.dir, .durable_dir = ck.durable_dir, .retention = train::RetentionFor(ck)}));
   saver_ = std::make_unique<ckpt::AsyncSaver>(
       store_.get(), ckpt::AsyncSaverOptions{.delta = ck.delta != "none",
                                             .full_every = static_cast<int>(ck.full_every)});
@@ -257,8 +253,8 @@ Status Worker::BecomeWriter(bool writer) {
   last_save_time_ = Clock::now();
   interval_.reset();
   if (ck.interval == "auto") {
-    interval_.emplace(ckpt::IntervalOptions{.mtbf_s = ck.mtbf_hours * 3600,
-                                            .max_overhead = ck.max_overhead});
+    interval_.emplace(
+        ckpt::IntervalOptions{.mtbf_s = ck.mtbf_hours * 3600, .max_overhead = ck.max_overhead});
   }
   return Status::Ok();
 }
@@ -271,9 +267,9 @@ Status Worker::ResumeFromCheckpoint() {
     spdlog::info("no valid checkpoint in {}; starting fresh", store_->dir());
     return Status::Ok();
   }
-  SPOT_ASSIGN_OR_RETURN(train::TrainerCounters c,
-                        train::RestoreTrainState(loaded->container, *model_, *optimizer_,
-                                                 spec_.optimizer.type));
+  SPOT_ASSIGN_OR_RETURN(
+      train::TrainerCounters c,
+      train::RestoreTrainState(loaded->container, *model_, *optimizer_, spec_.optimizer.type));
   if (c.model != spec_.model || c.batch_size != spec_.batch_size || c.seed != spec_.seed) {
     return FailedPreconditionError(fmt::format(
         "{}: checkpoint {} was made by a different job (model {}, batch_size {}, seed {})",
@@ -285,8 +281,8 @@ Status Worker::ResumeFromCheckpoint() {
   parent_version_ = loaded->info.id;
   last_saved_step_ = c.step;
   restored_step_ = c.step;
-  spdlog::info("no worker holds the state: resuming from checkpoint {} (step {})",
-               loaded->info.id, c.step);
+  spdlog::info("no worker holds the state: resuming from checkpoint {} (step {})", loaded->info.id,
+               c.step);
   return Status::Ok();
 }
 
@@ -322,12 +318,17 @@ Status Worker::SyncState(const Generation& g, Clock::time_point t0) {
                    : "",
                formed_s);
   if (event_log_) {
-    nlohmann::json e = {{"generation", g.number},   {"rank", g.rank},
-                        {"world", g.world_size()},  {"step", counters_.step},
+    nlohmann::json e = {{"generation", g.number},
+                        {"rank", g.rank},
+                        {"world", g.world_size()},
+                        {"step", counters_.step},
                         {"state_hash", fmt::format("{:016x}", hash)},
-                        {"source", source},         {"bytes", bytes},
-                        {"formed_s", formed_s},     {"id", opt_.id},
-                        {"pid", ::getpid()},        {"unix_ms", WallMs()}};
+                        {"source", source},
+                        {"bytes", bytes},
+                        {"formed_s", formed_s},
+                        {"id", opt_.id},
+                        {"pid", ::getpid()},
+                        {"unix_ms", WallMs()}};
     fmt::print(event_log_, "{}\n", e.dump());
   }
   return Status::Ok();
@@ -382,8 +383,8 @@ Result<StepResult> Worker::Step(const Generation& g, Slice batch) {
   double loss_sum = 0;
   // Gradient accumulation: this worker's part in micro-batches, gradients
   // summed before the one all-reduce of the step.
-  const int64_t micro = std::min<int64_t>(spec_.distributed.accumulation_steps,
-                                          std::max<int64_t>(1, mine.size()));
+  const int64_t micro =
+      std::min<int64_t>(spec_.distributed.accumulation_steps, std::max<int64_t>(1, mine.size()));
   for (const Slice& part : SplitBatch(mine, std::vector<double>(micro, 1.0))) {
     if (part.size() == 0) continue;
     // Dropout draws depend on the step and the samples, not on history.
@@ -406,8 +407,9 @@ Result<StepResult> Worker::Step(const Generation& g, Slice batch) {
     rate_ = rate_ == 0 ? r : 0.8 * rate_ + 0.2 * r;
   }
   Flatten();
-  SPOT_ASSIGN_OR_RETURN(CommStats cs,
-                        reducer_->AllReduceSum(*pg_, flat_, Ms(spec_.distributed.collective_timeout_s)));
+  SPOT_ASSIGN_OR_RETURN(CommStats cs, reducer_->AllReduceSum(
+                                          *pg_, flat_, Ms(spec_.distributed.collective_timeout_s)));
+  const double grad_norm = opt_.observer.on_step ? flat_.norm().item<double>() : 0;
   // Control values, then the floating-point buffers (batch-norm statistics)
   // as the share-weighted mean, so every replica keeps the same ones.
   std::vector<at::Tensor> buffers = FloatBuffers();
@@ -432,7 +434,9 @@ Result<StepResult> Worker::Step(const Generation& g, Slice batch) {
     control.slice(0, at_off, at_off + b.numel()).copy_(b.reshape({-1}).to(at::kDouble) * share);
     at_off += b.numel();
   }
+  const auto control_start = Clock::now();
   SPOT_RETURN_IF_ERROR(AllReduce(control, "step control all-reduce"));
+  const double control_s = Seconds(control_start, Clock::now());
   // Committed from here on: every collective of the step succeeded.
   Unflatten();
   optimizer_->step();
@@ -443,7 +447,8 @@ Result<StepResult> Worker::Step(const Generation& g, Slice batch) {
   }
   // Every rank sees the same throughputs: re-balance the split now and then.
   if (spec_.distributed.balance && ++steps_in_generation_ % kBalanceEvery == 0) {
-    weights_ = WeightsFromThroughput(std::vector<double>(c + kControlSize, c + kControlSize + world));
+    weights_ =
+        WeightsFromThroughput(std::vector<double>(c + kControlSize, c + kControlSize + world));
   }
   summary_.bytes_sent += cs.bytes_sent;
   last_step_bytes_ = cs.bytes_sent;
@@ -458,20 +463,44 @@ Result<StepResult> Worker::Step(const Generation& g, Slice batch) {
     fmt::print(step_log_, "{},{},{:.9g},{:.9g}\n", counters_.step, counters_.epoch,
                c[kLossSum] / c[kCount], lr);
   }
-  return StepResult{.reform = c[kReform] > 0, .stop = c[kStop] > 0, .loss = c[kLossSum] / c[kCount]};
+  if (opt_.observer.on_step) {
+    opt_.observer.on_step({.step = counters_.step,
+                           .epoch = counters_.epoch,
+                           .generation = g.number,
+                           .world = static_cast<int>(g.world_size()),
+                           .rank = g.rank,
+                           .loss = c[kLossSum] / c[kCount],
+                           .lr = lr,
+                           .grad_norm = grad_norm,
+                           .step_seconds = Seconds(t0, Clock::now()),
+                           .compute_seconds = compute_s,
+                           .collective_seconds = cs.seconds + control_s,
+                           .samples = mine.size(),
+                           .batch = batch.size()});
+  }
+  return StepResult{
+      .reform = c[kReform] > 0, .stop = c[kStop] > 0, .loss = c[kLossSum] / c[kCount]};
 }
 
 Status Worker::Evaluate(const Generation& g, int64_t epoch, bool partial) {
   Slice all{0, test_.size()};
   Slice mine = SplitBatch(all, std::vector<double>(g.world_size(), 1.0))[g.rank];
-  train::EvalSums e = train::EvaluateRange(*model_, test_, mine.begin, mine.end,
-                                           spec_.eval_batch_size);
+  train::EvalSums e =
+      train::EvaluateRange(*model_, test_, mine.begin, mine.end, spec_.eval_batch_size);
   at::Tensor sums = at::tensor({e.correct, e.loss_sum, e.count}, at::kDouble);
   SPOT_RETURN_IF_ERROR(AllReduce(sums, "evaluation all-reduce"));
   summary_.test_accuracy = sums[0].item<double>() / sums[2].item<double>();
   summary_.test_loss = sums[1].item<double>() / sums[2].item<double>();
   counters_.last_test_accuracy = summary_.test_accuracy;
   evaluated_step_ = counters_.step;
+  if (opt_.observer.on_eval) {
+    opt_.observer.on_eval({.step = counters_.step,
+                           .epoch = epoch,
+                           .partial = partial,
+                           .test_accuracy = summary_.test_accuracy,
+                           .test_loss = summary_.test_loss,
+                           .rank = g.rank});
+  }
   if (g.rank == 0) {
     spdlog::info("epoch {}{} step {}: test accuracy {:.2f}%, test loss {:.4f} ({} workers)",
                  epoch + 1, partial ? " (partial)" : "", counters_.step,
@@ -488,10 +517,10 @@ Status Worker::MaybeSave(bool force) {
                        : counters_.step % ck.interval_steps == 0;
   if (!due && !force) return Status::Ok();
   const auto t0 = Clock::now();
-  SPOT_ASSIGN_OR_RETURN(ckpt::Container* c, saver_->Acquire());
+  SPOT_ASSIGN_OR_RETURN(ckpt::Container * c, saver_->Acquire());
   c->Recycle();
-  SPOT_RETURN_IF_ERROR(train::CaptureTrainState(*model_, *optimizer_, spec_.optimizer.type,
-                                                counters_, c));
+  SPOT_RETURN_IF_ERROR(
+      train::CaptureTrainState(*model_, *optimizer_, spec_.optimizer.type, counters_, c));
   nlohmann::json meta = {{"epoch", counters_.epoch},
                          {"index_in_epoch", counters_.index_in_epoch},
                          {"test_accuracy", counters_.last_test_accuracy}};
@@ -502,7 +531,16 @@ Status Worker::MaybeSave(bool force) {
   last_saved_step_ = counters_.step;
   last_save_time_ = Clock::now();
   if (interval_) interval_->RecordSave(Seconds(t0, last_save_time_));
-  (void)saver_->TakeCompleted();
+  if (opt_.observer.on_checkpoint) {
+    opt_.observer.on_checkpoint(
+        {.step = counters_.step, .stall_seconds = Seconds(t0, last_save_time_)});
+  }
+  for (const ckpt::SaveReport& r : saver_->TakeCompleted()) {
+    if (opt_.observer.on_checkpoint_written) {
+      opt_.observer.on_checkpoint_written(
+          {.version = r.info.id, .file_bytes = r.info.file_bytes, .write_seconds = r.write_s});
+    }
+  }
   return Status::Ok();
 }
 
@@ -526,9 +564,8 @@ Result<Worker::Outcome> Worker::TrainGeneration(const Generation& g) {
     if (g.rank == 0 && Seconds(last_progress_, Clock::now()) >= opt_.log_interval_s) {
       double rate = static_cast<double>((counters_.step - progress_step_) * spec_.batch_size) /
                     Seconds(last_progress_, Clock::now());
-      spdlog::info("step {}/{} epoch {} loss {:.4f}: {} workers, {:.0f} samples/s",
-                   counters_.step, total_steps_, counters_.epoch + 1, r.loss, g.world_size(),
-                   rate);
+      spdlog::info("step {}/{} epoch {} loss {:.4f}: {} workers, {:.0f} samples/s", counters_.step,
+                   total_steps_, counters_.epoch + 1, r.loss, g.world_size(), rate);
       last_progress_ = Clock::now();
       progress_step_ = counters_.step;
     }
@@ -537,7 +574,8 @@ Result<Worker::Outcome> Worker::TrainGeneration(const Generation& g) {
       ++counters_.epoch;
       counters_.index_in_epoch = 0;
     }
-    bool last = counters_.step == total_steps_ || (spec_.epochs > 0 && counters_.epoch == spec_.epochs);
+    bool last =
+        counters_.step == total_steps_ || (spec_.epochs > 0 && counters_.epoch == spec_.epochs);
     if (epoch_done || last) {
       SPOT_RETURN_IF_ERROR(
           Evaluate(g, epoch_done ? counters_.epoch - 1 : counters_.epoch, !epoch_done));
@@ -579,22 +617,23 @@ Status Worker::WriteOutputs(const Generation& g) {
   if (g.rank != 0) return Status::Ok();
   std::string model_path = (std::filesystem::path(spec_.output_dir) / "model.pt").string();
   SPOT_RETURN_IF_ERROR(train::ExportStateDict(*model_, model_path));
-  nlohmann::json j = {{"job", spec_.name},
-                      {"model", spec_.model},
-                      {"steps", counters_.step},
-                      {"test_accuracy", summary_.test_accuracy},
-                      {"test_loss", summary_.test_loss},
-                      {"world", g.world_size()},
-                      {"generation", g.number},
-                      {"compression", spec_.distributed.compression},
-                      {"steps_here", summary_.steps_here},
-                      {"train_seconds", train_seconds_},
-                      {"steps_per_s", train_seconds_ > 0 ? summary_.steps_here / train_seconds_ : 0},
-                      // The last step's: after any compression warm-up.
-                      {"bytes_sent_per_step", last_step_bytes_},
-                      {"bytes_sent", summary_.bytes_sent},
-                      {"generations", summary_.generations},
-                      {"model_path", model_path}};
+  nlohmann::json j = {
+      {"job", spec_.name},
+      {"model", spec_.model},
+      {"steps", counters_.step},
+      {"test_accuracy", summary_.test_accuracy},
+      {"test_loss", summary_.test_loss},
+      {"world", g.world_size()},
+      {"generation", g.number},
+      {"compression", spec_.distributed.compression},
+      {"steps_here", summary_.steps_here},
+      {"train_seconds", train_seconds_},
+      {"steps_per_s", train_seconds_ > 0 ? summary_.steps_here / train_seconds_ : 0},
+      // The last step's: after any compression warm-up.
+      {"bytes_sent_per_step", last_step_bytes_},
+      {"bytes_sent", summary_.bytes_sent},
+      {"generations", summary_.generations},
+      {"model_path", model_path}};
   SPOT_RETURN_IF_ERROR(WriteFileAtomically(
       (std::filesystem::path(spec_.output_dir) / "summary.json").string(), j.dump(2) + "\n"));
   WriteProgress(g, 0, /*done=*/true);
@@ -604,8 +643,7 @@ Status Worker::WriteOutputs(const Generation& g) {
 Result<WorkerSummary> Worker::Run() {
   const auto start = Clock::now();
   while (true) {
-    MemberInfo me{.id = opt_.id, .samples_per_s = rate_,
-                  .step = have_state_ ? counters_.step : -1};
+    MemberInfo me{.id = opt_.id, .samples_per_s = rate_, .step = have_state_ ? counters_.step : -1};
     const auto t0 = Clock::now();
     SPOT_ASSIGN_OR_RETURN(Generation g, rdzv_->Join(me));
     ++summary_.generations;
@@ -634,7 +672,8 @@ Result<WorkerSummary> Worker::Run() {
         // A notice's deadline, less a margin for leaving; else the job's flush budget.
         auto deadline = Clock::now() + Ms(spec_.checkpoint.flush_deadline_s);
         if (summary_.stopped_by_request && g_stop_deadline_unix_s.load() > 0) {
-          deadline = Clock::now() + Ms(std::max(0.05, g_stop_deadline_unix_s.load() - UnixNow() - 0.2));
+          deadline =
+              Clock::now() + Ms(std::max(0.05, g_stop_deadline_unix_s.load() - UnixNow() - 0.2));
         }
         Status flushed = saver_->Flush(deadline);
         if (!flushed.ok() && summary_.stopped_by_request &&
@@ -673,7 +712,8 @@ void RequestWorkerStop(double flush_deadline_unix_s) {
 
 Result<WorkerSummary> RunWorker(const train::TrainSpec& spec, const WorkerOptions& options) {
   if (options.rendezvous.empty()) return InvalidArgumentError("a worker needs --rendezvous");
-  struct sigaction sa {}, old_term {}, old_int {};
+  struct sigaction sa {
+  }, old_term{}, old_int{};
   if (options.handle_signals) {
     g_stop_signal = 0;
     sa.sa_handler = OnWorkerStop;

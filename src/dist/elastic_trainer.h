@@ -16,12 +16,54 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/status.h"
 #include "train/train_spec.h"
 
 namespace spot::dist {
+
+// What a worker measured, handed to WorkerObserver callbacks on the training
+// thread (keep them quick: they run between steps).
+struct StepStats {
+  int64_t step = 0;   // the job's committed steps after this one
+  int64_t epoch = 0;  // 0-based epoch the step belonged to
+  int64_t generation = 0;
+  int world = 0;
+  int rank = 0;
+  double loss = 0;  // mean training loss of the global batch
+  double lr = 0;
+  double grad_norm = 0;           // L2 norm of the reduced (global mean) gradient
+  double step_seconds = 0;        // wall time of the whole step on this worker
+  double compute_seconds = 0;     // forward and backward of this worker's part
+  double collective_seconds = 0;  // the gradient and control all-reduces
+  int64_t samples = 0;            // this worker's part of the batch
+  int64_t batch = 0;              // the global batch
+};
+struct EvalStats {
+  int64_t step = 0;
+  int64_t epoch = 0;  // the epoch evaluated (0-based)
+  bool partial = false;
+  double test_accuracy = 0;
+  double test_loss = 0;
+  int rank = 0;
+};
+struct CheckpointStats {
+  int64_t step = 0;
+  double stall_seconds = 0;  // training blocked for the snapshot
+};
+struct CheckpointWritten {
+  int64_t version = 0;
+  uint64_t file_bytes = 0;   // written to the local tier
+  double write_seconds = 0;  // encode + write on the background thread
+};
+struct WorkerObserver {
+  std::function<void(const StepStats&)> on_step;
+  std::function<void(const EvalStats&)> on_eval;
+  std::function<void(const CheckpointStats&)> on_checkpoint;
+  std::function<void(const CheckpointWritten&)> on_checkpoint_written;
+};
 
 struct WorkerOptions {
   std::string rendezvous;          // tcp://HOST:PORT | etcd://HOST:PORT (required)
@@ -50,19 +92,21 @@ struct WorkerOptions {
   // Test and benchmark hook: after each step's compute, sleep this multiple of
   // it (1.0 makes a worker half as fast), to emulate a slower machine.
   double slowdown = 0;
+  // Measurements for metrics and event files (all optional).
+  WorkerObserver observer;
 };
 
 struct WorkerSummary {
-  int64_t steps = 0;              // committed steps of the job at the end
-  int64_t steps_here = 0;         // of which this worker took part in
-  int64_t generations = 0;        // generations this worker was in
-  int64_t abandoned_steps = 0;    // steps dropped because a collective failed
+  int64_t steps = 0;            // committed steps of the job at the end
+  int64_t steps_here = 0;       // of which this worker took part in
+  int64_t generations = 0;      // generations this worker was in
+  int64_t abandoned_steps = 0;  // steps dropped because a collective failed
   int final_rank = -1;
   int final_world = 0;
-  double test_accuracy = -1;      // after the last step (-1: not evaluated here)
+  double test_accuracy = -1;  // after the last step (-1: not evaluated here)
   double test_loss = -1;
-  double samples_per_s = 0;       // this worker's compute rate
-  uint64_t bytes_sent = 0;        // gradient payload handed to collectives
+  double samples_per_s = 0;  // this worker's compute rate
+  uint64_t bytes_sent = 0;   // gradient payload handed to collectives
   uint64_t state_bytes_received = 0;
   int stopped_by_signal = 0;
   bool stopped_by_request = false;  // RequestWorkerStop (a termination notice)

@@ -21,9 +21,9 @@ struct TrainArgs {
   std::string step_log;
   bool plain_progress = false;
   double log_interval_s = 10;
-  int nproc = 0;            // --nproc N: launch N elastic workers on this machine (launch.cc)
-  int rdzv_port = 0;        // --rdzv-port: the launcher's rendezvous store port (0: any free)
-  std::string log_dir;      // --log-dir: per-worker step/sample/event logs
+  int nproc = 0;        // --nproc N: launch N elastic workers on this machine (launch.cc)
+  int rdzv_port = 0;    // --rdzv-port: the launcher's rendezvous store port (0: any free)
+  std::string log_dir;  // --log-dir: per-worker step/sample/event logs
 };
 
 CLI::App* AddTrainCommand(CLI::App& app, TrainArgs* args);
@@ -33,10 +33,10 @@ int RunTrain(const TrainArgs& args);
 // (worker_command.cc).
 struct WorkerArgs {
   std::string job_path;
-  std::string rendezvous;   // tcp://HOST:PORT | etcd://HOST:PORT
+  std::string rendezvous;  // tcp://HOST:PORT | etcd://HOST:PORT
   std::string id;
   std::string host = "127.0.0.1";
-  int threads = 0;          // overrides the job's threads when > 0
+  int threads = 0;  // overrides the job's threads when > 0
   std::string step_log, sample_log, event_log;
   double slowdown = 0;
   bool plain_progress = false;
@@ -45,6 +45,8 @@ struct WorkerArgs {
   std::string checkpoint_dir;  // overrides checkpoint.dir (this machine's local tier)
   std::string watch = "auto";  // termination notices: none | auto | aws | gcp | azure
   double notice_poll_s = 1;    // seconds between metadata polls
+  int metrics_port = -1;       // -1: no /metrics; 0: any free port
+  std::string tensorboard;     // run directory for TensorBoard event files (rank 0)
 };
 
 CLI::App* AddWorkerCommand(CLI::App& app, WorkerArgs* args);
@@ -59,6 +61,21 @@ struct RunArgs {
 
 CLI::App* AddRunCommand(CLI::App& app, RunArgs* args);
 int RunRunCommand(const RunArgs& args);
+
+// `spot monitor JOB.yaml` and `spot report JOB.yaml` (monitor_command.cc).
+struct MonitorArgs {
+  std::string job_path;
+  int port = 0;
+};
+struct ReportArgs {
+  std::string job_path;
+  std::string output;
+};
+
+CLI::App* AddMonitorCommand(CLI::App& app, MonitorArgs* args);
+int RunMonitorCommand(const MonitorArgs& args);
+CLI::App* AddReportCommand(CLI::App& app, ReportArgs* args);
+int RunReportCommand(const ReportArgs& args);
 
 // `spot rendezvous --port P`: hosts a rendezvous store for workers on other
 // machines until stopped (worker_command.cc).
@@ -75,23 +92,23 @@ int RunLaunch(const TrainArgs& args);
 
 // `spot sim policies | run | eval` (sim_command.cc; flags in docs/spotsim.md).
 struct SimArgs {
-  std::string action;                 // "policies", "run" or "eval"
-  std::vector<std::string> traces;    // --trace, repeatable; none: synthetic zones
-  std::string prices;                 // --prices F.csv
-  bool multi_zone = false;            // --multi-zone: all traces are zones of one market
+  std::string action;               // "policies", "run" or "eval"
+  std::vector<std::string> traces;  // --trace, repeatable; none: synthetic zones
+  std::string prices;               // --prices F.csv
+  bool multi_zone = false;          // --multi-zone: all traces are zones of one market
   std::string policies = "od,greedy,up,hazard-up,omniscient";  // eval: --policies
-  std::string policy = "up";          // run: --policy
+  std::string policy = "up";                                   // run: --policy
   double compute_hours = 48;
   double deadline_hours = 60;
   double changeover_hours = 0.2;
   double ondemand_price = 3;
   int nodes = 1;
   int samples = 300;
-  int64_t start_tick = 0;             // run: --start-tick
-  std::string format = "table";       // json | table
-  std::string svg;                    // run: --svg FILE
-  std::string decision_log;           // run: --decision-log FILE (JSON lines)
-  uint64_t seed = 1;                  // synthetic market seed
+  int64_t start_tick = 0;        // run: --start-tick
+  std::string format = "table";  // json | table
+  std::string svg;               // run: --svg FILE
+  std::string decision_log;      // run: --decision-log FILE (JSON lines)
+  uint64_t seed = 1;             // synthetic market seed
 };
 
 CLI::App* AddSimCommand(CLI::App& app, SimArgs* args);
@@ -128,12 +145,12 @@ struct CkptArgs {
   std::string dir;          // --dir
   std::string durable_dir;  // --durable-dir
   int64_t id = -1;
-  int64_t other = -1;       // diff: the second version
+  int64_t other = -1;  // diff: the second version
   std::string format = "table";
   bool all = false;
   bool dry_run = false;
-  int keep = 0;             // gc: override keep_last
-  std::string out;          // export: output file
+  int keep = 0;     // gc: override keep_last
+  std::string out;  // export: output file
 };
 
 CLI::App* AddCkptCommand(CLI::App& app, CkptArgs* args);

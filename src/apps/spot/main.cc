@@ -2,7 +2,6 @@
 //
 // Exit codes: 0 success, 1 runtime failure, 2 bad input (job file, flags).
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "apps/spot/commands.h"
@@ -23,6 +22,10 @@ int main(int argc, char** argv) {
   CLI::App* rdzv = spot::cli::AddRendezvousCommand(app, &rdzv_args);
   spot::cli::RunArgs run_args;
   CLI::App* run = spot::cli::AddRunCommand(app, &run_args);
+  spot::cli::MonitorArgs monitor_args;
+  CLI::App* monitor = spot::cli::AddMonitorCommand(app, &monitor_args);
+  spot::cli::ReportArgs report_args;
+  CLI::App* report = spot::cli::AddReportCommand(app, &report_args);
   spot::cli::SimArgs sim_args;
   CLI::App* sim = spot::cli::AddSimCommand(app, &sim_args);
   spot::cli::ForecastArgs forecast_args;
@@ -38,11 +41,14 @@ int main(int argc, char** argv) {
   }
   spot::InitLogging(verbose ? spot::LogLevel::kDebug : spot::LogLevel::kInfo);
   if (train->parsed()) {
-    return train_args.nproc > 0 ? spot::cli::RunLaunch(train_args) : spot::cli::RunTrain(train_args);
+    return train_args.nproc > 0 ? spot::cli::RunLaunch(train_args)
+                                : spot::cli::RunTrain(train_args);
   }
   if (worker->parsed()) return spot::cli::RunWorkerCommand(worker_args);
   if (rdzv->parsed()) return spot::cli::RunRendezvous(rdzv_args);
   if (run->parsed()) return spot::cli::RunRunCommand(run_args);
+  if (monitor->parsed()) return spot::cli::RunMonitorCommand(monitor_args);
+  if (report->parsed()) return spot::cli::RunReportCommand(report_args);
   if (sim->parsed()) return spot::cli::RunSim(sim_args);
   if (forecast->parsed()) return spot::cli::RunForecast(forecast_args);
   if (ckpt->parsed()) return spot::cli::RunCkpt(ckpt_args);

@@ -20,31 +20,25 @@
 
 #include "apps/spot/commands.h"
 #include "apps/spot/exit_code.h"
+#include "apps/spot/run_job.h"
 #include "apps/spot/run_market.h"
 #include "apps/spot/run_summary.h"
 #include "cloud/local_provider.h"
 #include "cloud/process.h"
 #include "control/api_server.h"
 #include "control/controller.h"
+#include "control/job_monitor.h"
 #include "control/job_store.h"
 #include "core/file_io.h"
 #include "dist/c10d_stores.h"
+#include "monitor/dashboard.h"
 #include "policy/registry.h"
 #include "sim/spot_sim.h"
 #include "train/train_spec.h"
 
 namespace spot::cli {
-namespace {
 
 namespace fs = std::filesystem;
-
-struct LoadedJob {
-  control::RunSpec run;
-  train::TrainSpec train;
-  YAML::Node train_node;  // the train section as written, for the workers' job file
-  std::string hash;
-  std::string job_dir;
-};
 
 Result<LoadedJob> LoadJob(const std::string& path) {
   auto text = ReadFile(path);
@@ -60,6 +54,13 @@ Result<LoadedJob> LoadJob(const std::string& path) {
   j.hash = fmt::format("{:016x}", XXH3_64bits(text->data(), text->size()));
   return j;
 }
+
+std::string JobStateDir(const LoadedJob& j) {
+  return j.run.controller.state_dir.empty() ? (fs::path(j.job_dir) / "controller").string()
+                                            : j.run.controller.state_dir;
+}
+
+namespace {
 
 // The workers' job file: the train section with the job's name, directories
 // and gang size filled in.
@@ -138,6 +139,17 @@ std::string LastErrorLine(const std::string& log_path) {
   return last;
 }
 
+control::ApiPages MonitorPages(control::JobMonitor& monitor, const std::string& job) {
+  return {.metrics = [&monitor] { return monitor.MetricsText(); },
+          .targets = [&monitor] { return monitor.TargetsJson(); },
+          .dashboard_data = [&monitor](const std::string&) { return monitor.DashboardJson(true); },
+          .dashboard_html =
+              [job](const std::string& id) {
+                return monitor::DashboardHtml({.title = id + " · SpotTrain",
+                                               .data_url = "/api/v1/jobs/" + id + "/dashboard"});
+              }};
+}
+
 int Fail(const Status& s) {
   fmt::print(stderr, "error: {}\n", s.message());
   return ExitCodeFor(s);
@@ -174,9 +186,7 @@ int RunRunCommand(const RunArgs& args) {
     return Fail(InvalidArgumentError(j.run.source +
                                      ": policy: " + std::string(live_policy.status().message())));
   }
-  const std::string state_dir = j.run.controller.state_dir.empty()
-                                    ? (fs::path(j.job_dir) / "controller").string()
-                                    : j.run.controller.state_dir;
+  const std::string state_dir = JobStateDir(j);
   const std::string instances_dir = (fs::path(j.job_dir) / "instances").string();
   for (const std::string& dir : {j.job_dir, state_dir, instances_dir}) {
     if (Status st = CreateDirectories(dir); !st.ok()) return Fail(st);
@@ -209,6 +219,7 @@ int RunRunCommand(const RunArgs& args) {
   const std::string exe = SelfExe();
   const std::string progress_path = (fs::path(j.job_dir) / "progress.json").string();
   const std::string step_log = (fs::path(j.job_dir) / "steps.csv").string();
+  const std::string tensorboard_dir = (fs::path(j.job_dir) / "tensorboard").string();
   auto job_record = (*store)->GetJob(j.run.name);
   if (!job_record.ok()) return Fail(job_record.status());
   const bool fresh = !*job_record;
@@ -216,6 +227,7 @@ int RunRunCommand(const RunArgs& args) {
     std::error_code ec;
     fs::remove(step_log, ec);
     fs::remove(fs::path(j.job_dir) / "summary.json", ec);
+    fs::remove_all(tensorboard_dir, ec);  // one run directory per job
   }
   const double epoch =
       fresh ? std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
@@ -232,6 +244,14 @@ int RunRunCommand(const RunArgs& args) {
        .terminate_grace_wall_s = j.run.controller.terminate_grace_s,
        .command =
            [&](const cloud::InstanceSpec& s, const std::string& local_dir) {
+             // Each worker serves /metrics on a port of its own; the monitor
+             // finds it in the store (and Prometheus through /api/v1/targets).
+             auto port = cloud::PickFreePort();
+             const int metrics_port = port.ok() ? *port : 0;
+             if (port.ok()) {
+               (void)(*store)->PutValue(j.run.name, control::MetricsPortKey(s.id),
+                                        std::to_string(metrics_port));
+             }
              return std::vector<std::string>{exe,
                                              "worker",
                                              *train_yaml,
@@ -251,12 +271,23 @@ int RunRunCommand(const RunArgs& args) {
                                              j.run.market.metadata,
                                              "--notice-poll",
                                              "0.1",
+                                             "--metrics-port",
+                                             std::to_string(metrics_port),
+                                             "--tensorboard",
+                                             tensorboard_dir,
                                              "--plain",
                                              "--log-interval",
                                              "5"};
            },
        .metadata_flavor = j.run.market.metadata});
 
+  control::JobMonitor monitor({.spec = j.run,
+                               .store = store->get(),
+                               .zones = zones,
+                               .job_dir = j.job_dir,
+                               .progress_path = progress_path,
+                               .epochs = j.train.epochs,
+                               .tensorboard_dir = tensorboard_dir});
   std::shared_ptr<dist::KvStore> kv = rdzv->kv;
   control::Controller controller(
       j.run,
@@ -282,11 +313,13 @@ int RunRunCommand(const RunArgs& args) {
              return LastErrorLine((fs::path(instances_dir) / (id + ".log")).string());
            },
        .status_line = [](const std::string& line) { spdlog::info("{}", line); },
-       .status_interval_s = args.status_interval_s});
+       .status_interval_s = args.status_interval_s,
+       .on_reconcile = [&](double seconds) { monitor.ObserveReconcile(seconds); }});
   auto api = control::ApiServer::Start(
       store->get(),
       {.port = static_cast<int>(j.run.controller.api_port),
-       .token_path = (fs::path(state_dir) / "api.token").string()},
+       .token_path = (fs::path(state_dir) / "api.token").string(),
+       .pages = MonitorPages(monitor, j.run.name)},
       [&](const std::string& id) {
         return id == j.run.name ? controller.RequestCancel()
                                 : NotFoundError("this controller runs job " + j.run.name);
@@ -309,9 +342,21 @@ int RunRunCommand(const RunArgs& args) {
                j.run.market.time_compression);
   spdlog::info("API {} (token in {}); rendezvous {}", (*api)->url(),
                (fs::path(state_dir) / "api.token").string(), *rdzv_url);
+  spdlog::info("dashboard {}/jobs/{}; metrics {}/metrics", (*api)->url(), j.run.name,
+               (*api)->url());
+  std::thread refresher([&] {
+    while (!done.load()) {
+      if (Status st = monitor.Refresh(); !st.ok()) spdlog::warn("monitor: {}", st.message());
+      for (int i = 0; i < 10 && !done.load(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  });
   auto outcome = controller.Run(j.hash);
   done.store(true);
   signals.join();
+  refresher.join();
+  (void)monitor.Refresh();  // the final state, for the last scrape and event files
   if (!outcome.ok()) return Fail(outcome.status());
   if (control::IsTerminal(outcome->state)) StopRendezvous(state_dir);
   return PrintRunSummary(**store, j.run, market->zones, j.job_dir, *outcome,

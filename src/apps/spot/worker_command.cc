@@ -12,6 +12,7 @@
 
 #include "apps/spot/commands.h"
 #include "apps/spot/exit_code.h"
+#include "apps/spot/worker_monitor.h"
 #include "cloud/termination_watcher.h"
 #include "dist/c10d_stores.h"
 #include "dist/elastic_trainer.h"
@@ -55,6 +56,12 @@ CLI::App* AddWorkerCommand(CLI::App& app, WorkerArgs* args) {
   cmd->add_option("--notice-poll", args->notice_poll_s, "Seconds between metadata polls")
       ->check(CLI::Range(0.01, 60.0))
       ->capture_default_str();
+  cmd->add_option("--metrics-port", args->metrics_port,
+                  "Serve Prometheus metrics at http://127.0.0.1:PORT/metrics (0: any free port)")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--tensorboard", args->tensorboard,
+                  "Write TensorBoard event files (loss, learning rate, gradient norm, "
+                  "throughput, accuracy) into this run directory while this worker is rank 0");
   cmd->add_flag("--plain", args->plain_progress, "Periodic log lines, never a progress bar");
   cmd->add_option("--log-interval", args->log_interval_s, "Seconds between progress lines")
       ->check(CLI::PositiveNumber);
@@ -95,6 +102,18 @@ int RunWorkerCommand(const WorkerArgs& args) {
       return ExitCodeFor(source.status());
     }
   }
+  auto monitor = WorkerMonitor::Start({.job_id = spec->name,
+                                       .worker_id = tag,
+                                       .metrics_port = args.metrics_port,
+                                       .tensorboard_dir = args.tensorboard});
+  if (!monitor.ok()) {
+    fmt::print(stderr, "error: --metrics-port {}: {}\n", args.metrics_port,
+               monitor.status().message());
+    return ExitCodeFor(monitor.status());
+  }
+  if ((*monitor)->metrics_port() > 0) {
+    spdlog::info("metrics at http://127.0.0.1:{}/metrics", (*monitor)->metrics_port());
+  }
   auto summary = dist::RunWorker(*spec, {.rendezvous = args.rendezvous,
                                          .id = args.id,
                                          .host = args.host,
@@ -105,7 +124,8 @@ int RunWorkerCommand(const WorkerArgs& args) {
                                          .log_interval_s = args.log_interval_s,
                                          .handle_signals = true,
                                          .progress_path = args.progress_file,
-                                         .slowdown = args.slowdown});
+                                         .slowdown = args.slowdown,
+                                         .observer = (*monitor)->Observer()});
   if (!summary.ok()) {
     fmt::print(stderr, "error: {}\n", summary.status().message());
     return ExitCodeFor(summary.status());

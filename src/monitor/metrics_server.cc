@@ -1,0 +1,164 @@
+#include "monitor/metrics_server.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <httplib.h>
+#include <prometheus/registry.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "monitor/metrics.h"
+
+namespace spot::monitor {
+namespace {
+
+constexpr auto kStartTimeout = std::chrono::seconds(5);
+// A scrape target needs few threads: Prometheus keeps one connection open, a
+// person with curl may add another.
+constexpr size_t kServerThreads = 3;
+constexpr std::string_view kAllow = "GET, HEAD";
+
+// The same rule as control/api_server.cc.
+bool IsLoopbackHost(const std::string& host) {
+  if (host == "localhost" || host == "::1") return true;
+  in_addr addr{};
+  if (inet_pton(AF_INET, host.c_str(), &addr) != 1) return false;
+  return (ntohl(addr.s_addr) >> 24) == 127;
+}
+
+}  // namespace
+
+struct MetricsServer::Impl {
+  std::shared_ptr<prometheus::Registry> registry;
+  MetricsServerOptions options;
+  httplib::Server server;
+  std::thread thread;
+  int port = 0;
+  std::mutex scrape_mu;  // one scrape at a time, so before_collect never overlaps itself
+
+  ~Impl() {
+    server.stop();
+    if (thread.joinable()) thread.join();
+  }
+
+  Status Listen();
+  void Handle(const httplib::Request& req, httplib::Response& res);
+  void Scrape(httplib::Response& res);
+};
+
+Status MetricsServer::Impl::Listen() {
+  auto handler = [this](const httplib::Request& req, httplib::Response& res) { Handle(req, res); };
+  // Every method goes to one handler, which can tell 404 from 405. httplib
+  // routes HEAD to the GET handlers and drops the body.
+  server.Get(".*", handler)
+      .Post(".*", handler)
+      .Put(".*", handler)
+      .Patch(".*", handler)
+      .Delete(".*", handler)
+      .Options(".*", handler);
+  server.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
+  // httplib's default also sets SO_REUSEPORT, which lets a second server bind
+  // a port in use and silently split the scrapes with the first: keep
+  // SO_REUSEADDR only (a restart may rebind while old connections linger).
+  server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  server.set_tcp_nodelay(true);
+  server.set_payload_max_length(4096);
+  const std::string& host = options.host;
+  errno = 0;
+  int bound = options.port == 0 ? server.bind_to_any_port(host)
+                                : (server.bind_to_port(host, options.port) ? options.port : -1);
+  if (bound <= 0) {
+    return UnavailableError(fmt::format("metrics server: cannot listen on {}:{}: {}", host,
+                                        options.port,
+                                        errno != 0 ? std::strerror(errno) : "bind failed"));
+  }
+  port = bound;
+  thread = std::thread([this] { server.listen_after_bind(); });
+  auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
+  while (!server.is_running()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return UnavailableError(fmt::format("metrics server on {}:{}: did not start", host, port));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return Status::Ok();
+}
+
+void MetricsServer::Impl::Handle(const httplib::Request& req, httplib::Response& res) {
+  const bool metrics = req.path == "/metrics";
+  if (!metrics && req.path != "/") {
+    res.status = 404;
+    res.set_content(fmt::format("no such path {}; metrics are at /metrics\n", req.path),
+                    "text/plain; charset=utf-8");
+    return;
+  }
+  if (req.method != "GET" && req.method != "HEAD") {
+    res.status = 405;
+    res.set_header("Allow", std::string(kAllow));
+    res.set_content(fmt::format("{} takes {}, not {}\n", req.path, kAllow, req.method),
+                    "text/plain; charset=utf-8");
+    return;
+  }
+  if (!metrics) {
+    res.set_content("SpotTrain metrics: GET /metrics (Prometheus text format)\n",
+                    "text/plain; charset=utf-8");
+    return;
+  }
+  Scrape(res);
+}
+
+void MetricsServer::Impl::Scrape(httplib::Response& res) {
+  try {
+    std::lock_guard<std::mutex> lock(scrape_mu);
+    if (options.before_collect) options.before_collect();
+    res.set_content(ExposeText(*registry), std::string(kTextContentType));
+  } catch (const std::exception& e) {
+    res.status = 500;
+    res.set_content(fmt::format("collecting metrics failed: {}\n", e.what()),
+                    "text/plain; charset=utf-8");
+  } catch (...) {
+    res.status = 500;
+    res.set_content("collecting metrics failed\n", "text/plain; charset=utf-8");
+  }
+}
+
+MetricsServer::MetricsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+MetricsServer::~MetricsServer() = default;
+
+Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(
+    std::shared_ptr<prometheus::Registry> registry, const MetricsServerOptions& options) {
+  if (registry == nullptr) return InvalidArgumentError("metrics server: no registry");
+  if (!IsLoopbackHost(options.host)) {
+    return InvalidArgumentError(fmt::format(
+        "metrics server: host \"{}\" is not a loopback address (127.x.x.x, ::1 or localhost)",
+        options.host));
+  }
+  if (options.port < 0 || options.port > 65535) {
+    return InvalidArgumentError(fmt::format("metrics server: port {} out of range", options.port));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->registry = std::move(registry);
+  impl->options = options;
+  SPOT_RETURN_IF_ERROR(impl->Listen());
+  return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
+}
+
+int MetricsServer::port() const { return impl_->port; }
+
+std::string MetricsServer::url() const {
+  const std::string& host = impl_->options.host;
+  bool v6 = host.find(':') != std::string::npos;
+  return fmt::format("http://{}{}{}:{}", v6 ? "[" : "", host, v6 ? "]" : "", impl_->port);
+}
+
+}  // namespace spot::monitor
