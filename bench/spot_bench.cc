@@ -27,6 +27,7 @@
 #include "core/temp_dir.h"
 #include "report.h"
 #include "run_workload.h"
+#include "monitor_workload.h"
 #include "sim_workload.h"
 #include "train/trainer.h"
 #include "train_workload.h"
@@ -42,12 +43,13 @@ struct Flags {
   SimBenchOptions sim;
   ElasticBenchOptions elastic;
   RunBenchOptions run;
+  MonitorBenchOptions monitor;
 };
 
 void AddFlags(CLI::App& app, Flags* f) {
-  app.add_option("--workloads", f->workloads, "Comma-separated: train, ckpt, sim, elastic, run")
+  app.add_option("--workloads", f->workloads, "Comma-separated: train, ckpt, sim, elastic, run, monitor")
       ->delimiter(',')
-      ->check(CLI::IsMember({"train", "ckpt", "sim", "elastic", "run"}))
+      ->check(CLI::IsMember({"train", "ckpt", "sim", "elastic", "run", "monitor"}))
       ->capture_default_str();
   app.add_option("--threads", f->train.threads, "Intra-op threads on both sides")
       ->check(CLI::Range(1, 256))
@@ -181,6 +183,9 @@ int Run(Flags& f) {
   }
   f.train.work_dir = f.ckpt.work_dir = f.elastic.work_dir = f.run.work_dir = f.work_dir;
   f.run.spot_bin = f.elastic.spot_bin;
+  f.monitor.spot_bin = f.elastic.spot_bin;
+  f.monitor.work_dir = f.work_dir;
+  f.monitor.dataset_path = f.train.dataset_path;
   f.run.dataset_path = f.train.dataset_path;
   f.elastic.python = f.train.python;
   f.elastic.dataset_path = f.train.dataset_path;
@@ -195,6 +200,7 @@ int Run(Flags& f) {
                                  : w == "ckpt"    ? RunCkptWorkload(f.ckpt)
                                  : w == "elastic" ? RunElasticWorkload(f.elastic)
                                  : w == "run"     ? RunRunWorkload(f.run)
+                                 : w == "monitor" ? RunMonitorWorkload(f.monitor)
                                                   : RunSimWorkload(f.sim);
     if (!report.ok()) {
       fmt::print(stderr, "error: workload {}: {}\n", w, report.status().ToString());

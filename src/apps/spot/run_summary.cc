@@ -88,6 +88,8 @@ int PrintRunSummary(control::JobStore& store, const control::RunSpec& spec,
   fmt::print(
       "  decisions             {} ticks, {} launches; reconcile {:.0f} us mean, {:.0f} us max\n",
       o.decisions, o.launches, o.reconcile_us_mean, o.reconcile_us_max);
+  fmt::print("  records               {}/tensorboard (TensorBoard); `spot report {}` (dashboard)\n",
+             job_dir, spec.source);
 
   nlohmann::json j = {{"job", spec.name},
                       {"state", control::JobStateName(o.state)},
