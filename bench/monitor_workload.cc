@@ -38,9 +38,9 @@ double Since(Clock::time_point t0) {
 std::shared_ptr<pm::Registry> WorkerRegistry() {
   auto r = std::make_shared<pm::Registry>();
   const pm::Labels l{{"job_id", "fashion-mnist-spot"}, {"worker_id", "i-0123456789abcdef0"}};
-  for (const char* n : {"spot_train_steps_total", "spot_train_samples_total",
-                        "spot_train_compute_seconds_total", "spot_checkpoint_saves_total",
-                        "spot_checkpoint_written_bytes_total"}) {
+  for (const char* n :
+       {"spot_train_steps_total", "spot_train_samples_total", "spot_train_compute_seconds_total",
+        "spot_checkpoint_saves_total", "spot_checkpoint_written_bytes_total"}) {
     monitor::AddCounter(*r, n, "a counter").Add(l).Increment(12345.5);
   }
   for (const char* n : {"spot_train_samples_per_second", "spot_train_loss",
@@ -171,8 +171,8 @@ Result<double> TrainRun(const MonitorBenchOptions& o, const fs::path& d, bool mo
   }
   if (url.empty()) return UnavailableError("spot rendezvous did not start");
   auto worker = [&](const std::string& id) {
-    std::vector<std::string> a = {o.spot_bin, "worker", job, "--rendezvous", url, "--id", id,
-                                  "--threads", "1", "--plain"};
+    std::vector<std::string> a = {o.spot_bin, "worker",    job, "--rendezvous", url, "--id",
+                                  id,         "--threads", "1", "--plain"};
     if (monitored) {
       for (const std::string& s : {std::string("--metrics-port"), std::string("0"),
                                    std::string("--tensorboard"), (d / "tb").string()}) {
@@ -240,7 +240,8 @@ Result<std::string> RunMonitorWorkload(const MonitorBenchOptions& o) {
             fmt::format("{:.1f} us", ct.ours_us),
             fmt::format("{:.1f} us (prometheus-cpp TextSerializer)", ct.theirs_us),
             fmt::format("{:.2f}", ct.ours_us / ct.theirs_us)});
-  t.AddRow({"parse a worker's /metrics (the controller's scrape)", fmt::format("{:.1f} us", wt.parse_us),
+  t.AddRow({"parse a worker's /metrics (the controller's scrape)",
+            fmt::format("{:.1f} us", wt.parse_us),
             fmt::format("{:.1f} us (its exposition)", wt.ours_us),
             fmt::format("{:.2f}", wt.parse_us / wt.ours_us)});
   t.AddRow({"TensorBoard event of 5 scalars, flushed", fmt::format("{:.2f} us", ev.first),

@@ -19,10 +19,10 @@ struct MonitorBenchOptions {
   std::string spot_bin;
   std::string dataset_path = "/usr/share/datasets/fashion-mnist";
   std::string work_dir;
-  int repeats = 2;          // training runs per configuration, alternated
-  int64_t steps = 1200;     // per training run
-  int expositions = 2000;   // serializations timed per serializer
-  int events = 20000;       // TensorBoard events timed
+  int repeats = 2;         // training runs per configuration, alternated
+  int64_t steps = 1200;    // per training run
+  int expositions = 2000;  // serializations timed per serializer
+  int events = 20000;      // TensorBoard events timed
 };
 
 Result<std::string> RunMonitorWorkload(const MonitorBenchOptions& options);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/file_io.h"
+#include "core/net.h"
 #include "monitor/metrics.h"
 
 namespace spot::control {
@@ -29,13 +30,6 @@ using json = nlohmann::json;
 constexpr size_t kTokenBytes = 32;
 constexpr size_t kEventsShown = 50;
 constexpr auto kStartTimeout = std::chrono::seconds(5);
-
-bool IsLoopbackHost(const std::string& host) {
-  if (host == "localhost" || host == "::1") return true;
-  in_addr addr{};
-  if (inet_pton(AF_INET, host.c_str(), &addr) != 1) return false;
-  return (ntohl(addr.s_addr) >> 24) == 127;
-}
 
 // Takes time that depends on the lengths only, never on where the bytes differ.
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/net.h"
 #include "monitor/metrics.h"
 
 namespace spot::monitor {
@@ -23,14 +24,6 @@ constexpr auto kStartTimeout = std::chrono::seconds(5);
 // person with curl may add another.
 constexpr size_t kServerThreads = 3;
 constexpr std::string_view kAllow = "GET, HEAD";
-
-// The same rule as control/api_server.cc.
-bool IsLoopbackHost(const std::string& host) {
-  if (host == "localhost" || host == "::1") return true;
-  in_addr addr{};
-  if (inet_pton(AF_INET, host.c_str(), &addr) != 1) return false;
-  return (ntohl(addr.s_addr) >> 24) == 127;
-}
 
 }  // namespace
 

@@ -22,6 +22,7 @@
 
 #include "core/temp_dir.h"
 #include "monitor/metrics_server.h"
+#include "monitor/test_shell.h"
 
 namespace spot::monitor {
 namespace {
@@ -33,16 +34,7 @@ constexpr char kPromtool[] = "/usr/bin/promtool";
 
 // Runs `command` with /bin/sh; returns its exit code (-1 when it did not exit)
 // and what it wrote to stdout and stderr.
-std::pair<int, std::string> RunShell(const std::string& command) {
-  std::FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  std::string out;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-  int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using testing::RunShell;
 
 // `promtool check metrics` on `text`: its exit code and output.
 std::pair<int, std::string> Promtool(const std::string& text) {

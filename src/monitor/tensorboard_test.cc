@@ -18,6 +18,7 @@
 
 #include "core/file_io.h"
 #include "core/temp_dir.h"
+#include "monitor/test_shell.h"
 
 namespace spot::monitor {
 namespace {
@@ -157,16 +158,7 @@ TestEvent Decode(std::string_view data) {
 
 // ---- helpers ----
 
-std::pair<int, std::string> RunShell(const std::string& command) {
-  std::FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  std::string out;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-  int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using testing::RunShell;
 
 void WriteBytes(const std::string& path, std::string_view bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
