@@ -16,6 +16,8 @@
 #include <random>
 #include <thread>
 
+#include "core/net.h"
+
 namespace spot::cloud {
 namespace {
 
@@ -131,12 +133,7 @@ class MetadataServerImpl final : public MetadataServer {
 Status MetadataServerImpl::Listen(int port) {
   Route();
   server_.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
-  // httplib's default adds SO_REUSEPORT, which lets a second server bind a port
-  // that is in use and share its requests; an instance's endpoint must be its own.
-  server_.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
+  server_.set_socket_options(SetReuseAddressOnly);  // an endpoint must be its own
   if (port == 0) {
     port_ = server_.bind_to_any_port(host_);
     if (port_ < 0) port_ = 0;

@@ -328,12 +328,7 @@ Status HttpApiServer::Listen(int port) {
       .Patch(".*", handler)
       .Delete(".*", handler)
       .Options(".*", handler);
-  // cpp-httplib sets SO_REUSEPORT by default, which would let a second
-  // controller bind the same port and split the requests: address reuse only.
-  server_.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
+  server_.set_socket_options(SetReuseAddressOnly);  // one controller per port
   server_.set_tcp_nodelay(true);
   server_.set_payload_max_length(64 * 1024);
   int bound =

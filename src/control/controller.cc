@@ -64,10 +64,13 @@ std::string DecisionLogLine(const DecisionRecord& d) {
 }
 
 TrainingProgress ReadTrainingProgress(const std::string& path) {
-  TrainingProgress p;
   auto text = ReadFile(path);
-  if (!text.ok()) return p;
-  auto j = nlohmann::json::parse(*text, nullptr, false);
+  return text.ok() ? ParseTrainingProgress(*text) : TrainingProgress{};
+}
+
+TrainingProgress ParseTrainingProgress(const std::string& text) {
+  TrainingProgress p;
+  auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return p;
   p.known = true;
   p.step = j.value("step", int64_t{0});
@@ -77,7 +80,8 @@ TrainingProgress ReadTrainingProgress(const std::string& path) {
   p.loss = j.value("loss", 0.0);
   p.test_accuracy = j.value("test_accuracy", -1.0);
   p.world = j.value("world", 0);
-  p.json = *text;
+  p.generation = j.value("generation", int64_t{0});
+  p.json = text;
   return p;
 }
 

@@ -44,8 +44,11 @@ struct TrainingProgress {
   double loss = 0;
   double test_accuracy = -1;
   int world = 0;
+  int64_t generation = 0;
   std::string json;  // as read, for the API
 };
+// Parses the progress JSON; `known` false when it is not a JSON object.
+TrainingProgress ParseTrainingProgress(const std::string& text);
 // Reads the progress file; `known` false when absent or unreadable.
 TrainingProgress ReadTrainingProgress(const std::string& path);
 

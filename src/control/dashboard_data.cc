@@ -114,20 +114,9 @@ Result<std::string> DashboardData(const DashboardInputs& in) {
   const double od_price = spec.resources.ondemand_price;
   const double od_total = nodes * od_price * (spec.compute_hours + spec.resources.changeover_hours);
   TrainingProgress p = ReadTrainingProgress((fs::path(in.job_dir) / "progress.json").string());
-  if (!p.known) {
+  if (!p.known) {  // the job's directory is gone: the store keeps the last report
     auto stored = in.store->GetValue(spec.name, "progress");
-    if (stored.ok() && *stored) {
-      auto j = json::parse(**stored, nullptr, false);
-      if (!j.is_discarded()) {
-        p.known = true;
-        p.step = j.value("step", int64_t{0});
-        p.total_steps = j.value("total_steps", int64_t{0});
-        p.epoch = j.value("epoch", int64_t{0});
-        p.test_accuracy = j.value("test_accuracy", -1.0);
-        p.world = j.value("world", 0);
-        p.done = j.value("done", false);
-      }
-    }
+    if (stored.ok() && *stored) p = ParseTrainingProgress(**stored);
   }
 
   json out;
@@ -237,7 +226,9 @@ Result<std::string> DashboardData(const DashboardInputs& in) {
                  {"usd", std::move(cost_usd)},
                  {"ondemand_usd", std::move(cost_od)}};
 
+  // Epochs and the evaluation curve, both from the "epoch" events.
   json epochs = json::array();
+  json eval_step = json::array(), eval_acc = json::array();
   double epoch_start = 0;
   int64_t last_epoch = 0;
   for (const EventRecord& e : events) {
@@ -253,6 +244,10 @@ Result<std::string> DashboardData(const DashboardInputs& in) {
          {"test_accuracy", d.contains("test_accuracy") ? d["test_accuracy"] : json(nullptr)},
          {"ongoing", false}});
     epoch_start = e.sim_s;
+    if (d.contains("test_accuracy")) {
+      eval_step.push_back(d.value("step", 0));
+      eval_acc.push_back(d["test_accuracy"]);
+    }
   }
   if (!IsTerminal(job->state) && now_s > epoch_start &&
       (in.epochs == 0 || last_epoch < in.epochs)) {
@@ -287,14 +282,6 @@ Result<std::string> DashboardData(const DashboardInputs& in) {
       {"bucket_s", gap}, {"t_s", std::move(util_t)}, {"workers", std::move(workers)}};
 
   out["training"] = TrainingSeries((fs::path(in.job_dir) / "steps.csv").string());
-  json eval_step = json::array(), eval_acc = json::array();
-  for (const EventRecord& e : events) {
-    if (e.kind != "epoch") continue;
-    auto d = json::parse(e.detail, nullptr, false);
-    if (d.is_discarded() || !d.contains("test_accuracy")) continue;
-    eval_step.push_back(d.value("step", 0));
-    eval_acc.push_back(d["test_accuracy"]);
-  }
   out["evaluation"] = {{"step", std::move(eval_step)}, {"test_accuracy", std::move(eval_acc)}};
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }

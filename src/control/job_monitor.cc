@@ -93,6 +93,7 @@ struct JobMonitor::Impl {
   mutable std::mutex mu;                  // everything below, and Refresh against the readers
   std::map<std::string, double> counted;  // counter key -> value already added
   std::map<std::string, BusyTracker> busy_by_instance;
+  std::map<std::string, int> metrics_ports;  // instance -> its worker's /metrics port
   std::vector<double> pool_risk;
   int64_t risk_tick = -1;
   int64_t epochs_recorded = -1;
@@ -180,7 +181,8 @@ struct JobMonitor::Impl {
   }
 
   void ScrapeWorkers(const std::vector<InstanceRecord>& live, const JobRecord& job, double wall);
-  void RecordEpochs(const TrainingProgress& p, double now_s);
+  void RecordEpochs(const TrainingProgress& p, const std::vector<EventRecord>& events,
+                    double now_s);
   void WriteCost(const TrainingProgress& p, double usd);
   Status Refresh();
 };
@@ -192,9 +194,12 @@ void JobMonitor::Impl::ScrapeWorkers(const std::vector<InstanceRecord>& live, co
   std::map<std::string, bool> alive;
   for (const InstanceRecord& r : live) {
     alive[r.id] = true;
-    auto port_text = o.store->GetValue(o.spec.name, MetricsPortKey(r.id));
-    if (!port_text.ok() || !*port_text) continue;
-    const int port = std::atoi((*port_text)->c_str());
+    // A worker's port is fixed at its launch: looked up once.
+    int& port = metrics_ports[r.id];
+    if (port <= 0) {
+      auto port_text = o.store->GetValue(o.spec.name, MetricsPortKey(r.id));
+      if (port_text.ok() && *port_text) port = std::atoi((*port_text)->c_str());
+    }
     if (port <= 0) continue;
     targets_json.push_back({{"targets", {fmt::format("127.0.0.1:{}", port)}},
                             {"labels",
@@ -231,6 +236,7 @@ void JobMonitor::Impl::ScrapeWorkers(const std::vector<InstanceRecord>& live, co
     b.last_wall = wall;
     b.last_compute = *compute;
   }
+  std::erase_if(metrics_ports, [&](const auto& kv) { return !alive.count(kv.first); });
   // Instances gone since the last scrape: their last tick is complete.
   for (auto it = busy_by_instance.begin(); it != busy_by_instance.end();) {
     if (alive.count(it->first)) {
@@ -251,13 +257,11 @@ void JobMonitor::Impl::ScrapeWorkers(const std::vector<InstanceRecord>& live, co
   }
 }
 
-void JobMonitor::Impl::RecordEpochs(const TrainingProgress& p, double now_s) {
-  if (epochs_recorded < 0) {
+void JobMonitor::Impl::RecordEpochs(const TrainingProgress& p,
+                                    const std::vector<EventRecord>& events, double now_s) {
+  if (epochs_recorded < 0) {  // a restarted controller counts what an earlier one recorded
     epochs_recorded = 0;
-    auto events = o.store->Events(o.spec.name);
-    if (events.ok()) {
-      for (const EventRecord& e : *events) epochs_recorded += e.kind == "epoch" ? 1 : 0;
-    }
+    for (const EventRecord& e : events) epochs_recorded += e.kind == "epoch" ? 1 : 0;
   }
   if (!p.known) return;
   while (epochs_recorded < p.epoch) {
@@ -384,11 +388,10 @@ Status JobMonitor::Impl::Refresh() {
     workers->Set(p.world);
     loss->Set(p.loss);
     if (p.test_accuracy >= 0) accuracy->Set(p.test_accuracy);
-    auto parsed = json::parse(p.json, nullptr, false);
-    if (!parsed.is_discarded()) generation->Set(parsed.value("generation", 0.0));
+    generation->Set(static_cast<double>(p.generation));
   }
   ScrapeWorkers(live, *job, wall);
-  RecordEpochs(p, now_s);
+  RecordEpochs(p, events, now_s);
   WriteCost(p, spot_usd + od_usd);
   return Status::Ok();
 }

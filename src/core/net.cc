@@ -1,6 +1,7 @@
 #include "core/net.h"
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
 
 namespace spot {
 
@@ -9,6 +10,11 @@ bool IsLoopbackHost(const std::string& host) {
   in_addr addr{};
   if (inet_pton(AF_INET, host.c_str(), &addr) != 1) return false;
   return (ntohl(addr.s_addr) >> 24) == 127;
+}
+
+void SetReuseAddressOnly(int socket) {
+  int yes = 1;
+  ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
 }
 
 }  // namespace spot

@@ -56,13 +56,7 @@ Status MetricsServer::Impl::Listen() {
       .Delete(".*", handler)
       .Options(".*", handler);
   server.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
-  // httplib's default also sets SO_REUSEPORT, which lets a second server bind
-  // a port in use and silently split the scrapes with the first: keep
-  // SO_REUSEADDR only (a restart may rebind while old connections linger).
-  server.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
+  server.set_socket_options(SetReuseAddressOnly);  // one server per port (core/net.h)
   server.set_tcp_nodelay(true);
   server.set_payload_max_length(4096);
   const std::string& host = options.host;

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/base64.h"
 #include "core/temp_dir.h"
 
 namespace spot::monitor {
@@ -85,33 +86,6 @@ std::string LogTail(const std::string& path) {
   text << in.rdbuf();
   std::string s = text.str();
   return s.size() > kLogTail ? "..." + s.substr(s.size() - kLogTail) : s;
-}
-
-Result<std::string> Base64Decode(std::string_view in) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::string out;
-  out.reserve(in.size() * 3 / 4);
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    if (c == '=' || c == '\n' || c == '\r') continue;
-    int v = value(c);
-    if (v < 0) return DataLossError("screenshot: invalid base64");
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  return out;
 }
 
 // JavaScript's truthiness of a JSON value.
@@ -317,7 +291,9 @@ Result<json> ChromeBrowser::WaitFor(const std::string& expression, double timeou
 Result<std::string> ChromeBrowser::ScreenshotPng() {
   SPOT_ASSIGN_OR_RETURN(json value, Call("GET", "/screenshot"));
   if (!value.is_string()) return InternalError("WebDriver screenshot: not a string");
-  return Base64Decode(value.get_ref<const std::string&>());
+  std::optional<std::string> png = Base64Decode(value.get_ref<const std::string&>());
+  if (!png) return DataLossError("WebDriver screenshot: invalid base64");
+  return *std::move(png);
 }
 
 Result<std::vector<std::string>> ChromeBrowser::ConsoleErrors() {

@@ -5,9 +5,6 @@
 // `spot monitor` show the finished job.
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -16,6 +13,7 @@
 #include <thread>
 
 #include "apps/spot/e2e_support.h"
+#include "cloud/process.h"
 #include "monitor/metrics.h"
 #include "monitor/tensorboard.h"
 #include "monitor/webdriver.h"
@@ -28,15 +26,9 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  auto port = cloud::PickFreePort();
+  EXPECT_TRUE(port.ok()) << port.status().ToString();
+  return port.ok() ? *port : 0;
 }
 
 std::string HttpGet(int port, const std::string& path, int* status = nullptr) {
