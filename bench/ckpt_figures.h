@@ -21,8 +21,8 @@ constexpr int kLongDeltaSteps = 10;  // the "across 10 steps" delta
 constexpr int kRestoreChainDepth = 3;
 constexpr double kGoalBlocking = 1.5;    // ours / memcpy
 constexpr double kGoalOverhead = 0.01;   // of training time, at the default interval
-constexpr double kGoalFullRatio = 1.15;  // raw / shuffle-zstd
-constexpr double kGoalDeltaRatio = 1.7;  // raw / xor-delta against the previous step
+constexpr double kGoalFullRatio = 1.15;  // raw / the default full codec (planes-zstd)
+constexpr double kGoalDeltaRatio = 1.7;  // raw / the default delta (sub-delta), one step
 constexpr double kGoalCodecMbps = 500;   // per core, encode and decode
 
 inline std::string Mb(double bytes) { return fmt::format("{:.1f}", bytes / 1e6); }
@@ -62,6 +62,7 @@ struct BytesRow {
   uint64_t stored = 0;
   std::string codecs;
   std::string by_group;  // raw / stored of model/, exp_avg and exp_avg_sq records
+  double goal = 0;       // the raw / stored ratio this row is judged by; 0 = none
 };
 
 // 4. Codec throughput.

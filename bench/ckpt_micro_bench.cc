@@ -1,6 +1,7 @@
 // Micro-benchmarks of checkpoint files (format v2, no LibTorch, no disk):
 // WriteCheckpointFile and CheckpointFile::ReadAll over an in-memory BlobStore,
-// full (raw, shuffle-zstd) and delta (xor-delta, q8-delta) versions, and the
+// full (raw, shuffle-zstd, planes-zstd) and delta (xor-delta, sub-delta,
+// q8-delta) versions, and the
 // XXH3 checksum alone. Records are shaped like the CNN + Adam state
 // (parameters, exp_avg, exp_avg_sq; ~5 MB of f32) and hold trained-looking
 // values: normal(0, 0.05), the delta's base one small step earlier. The chunk
@@ -121,11 +122,13 @@ void CopyInto(const Container& from, Container* to) {
   }
 }
 
-enum Kind { kRawFull, kZstdFull, kXorDelta, kQ8Delta };
+enum Kind { kRawFull, kZstdFull, kPlanesFull, kXorDelta, kSubDelta, kQ8Delta };
 
 CodecPlan PlanFor(Kind k) {
   CodecPlan p;
   if (k == kRawFull) p.full = Codec::kRaw;
+  if (k == kZstdFull) p.full = Codec::kShuffleZstd;
+  if (k == kXorDelta) p.delta = p.lossless_delta = Codec::kXorDelta;
   if (k == kQ8Delta) {
     p.delta = Codec::kQ8Delta;
     p.q8_optimizer_state = true;  // every record, so the benchmark measures q8 throughout
@@ -133,7 +136,7 @@ CodecPlan PlanFor(Kind k) {
   return p;
 }
 
-bool IsDeltaKind(Kind k) { return k == kXorDelta || k == kQ8Delta; }
+bool IsDeltaKind(Kind k) { return k == kXorDelta || k == kSubDelta || k == kQ8Delta; }
 
 std::string_view KindName(Kind k) {
   switch (k) {
@@ -141,8 +144,12 @@ std::string_view KindName(Kind k) {
       return "full raw";
     case kZstdFull:
       return "full shuffle-zstd";
+    case kPlanesFull:
+      return "full planes-zstd";
     case kXorDelta:
       return "delta xor";
+    case kSubDelta:
+      return "delta sub";
     case kQ8Delta:
       return "delta q8";
   }
@@ -226,7 +233,7 @@ void BM_ReadAll(benchmark::State& state) {
 }
 
 void AllKinds(benchmark::internal::Benchmark* b) {
-  for (Kind k : {kRawFull, kZstdFull, kXorDelta, kQ8Delta}) b->Arg(k);
+  for (Kind k : {kRawFull, kZstdFull, kPlanesFull, kXorDelta, kSubDelta, kQ8Delta}) b->Arg(k);
   b->Unit(benchmark::kMillisecond);
 }
 BENCHMARK(BM_Write)->Apply(AllKinds);

@@ -452,23 +452,52 @@ Result<std::vector<BytesRow>> MeasureBytes(const ckpt::Container& s0, ckpt::Cont
     rows.push_back(std::move(r).value());
     return Status::Ok();
   };
+  // The saver's defaults (planes-zstd, sub-delta) carry the goals; the
+  // codecs they replaced are measured beside them.
+  const ckpt::CodecPlan defaults;
+  const ckpt::CodecPlan xor_plan{.delta = ckpt::Codec::kXorDelta,
+                                 .lossless_delta = ckpt::Codec::kXorDelta};
+  const ckpt::CodecPlan q8_plan{.delta = ckpt::Codec::kQ8Delta};
   SPOT_RETURN_IF_ERROR(add(
       EncodeAndCheck("raw (full)", s1, {.full = ckpt::Codec::kRaw}, &ref, nullptr, codec, mem)));
   ref.Clear();
+  SPOT_RETURN_IF_ERROR(add(EncodeAndCheck(
+      "shuffle-zstd (full)", s1, {.full = ckpt::Codec::kShuffleZstd}, &ref, nullptr, codec, mem)));
+  ref.Clear();
   SPOT_RETURN_IF_ERROR(
-      add(EncodeAndCheck("shuffle-zstd (full)", s1, {}, &ref, nullptr, codec, mem)));
+      add(EncodeAndCheck("planes-zstd (full, default)", s1, defaults, &ref, nullptr, codec, mem)));
+  rows.back().goal = kGoalFullRatio;
   CopyInto(s0, &ref);
   SPOT_RETURN_IF_ERROR(
-      add(EncodeAndCheck("xor-delta, 1 step after its base", s1, {}, &ref, &s0, codec, mem)));
+      add(EncodeAndCheck("xor-delta, 1 step after its base", s1, xor_plan, &ref, &s0, codec, mem)));
+  CopyInto(s0, &ref);
+  SPOT_RETURN_IF_ERROR(add(EncodeAndCheck("sub-delta (default), 1 step after its base", s1,
+                                          defaults, &ref, &s0, codec, mem)));
+  rows.back().goal = kGoalDeltaRatio;
   CopyInto(s0, &ref);
   SPOT_RETURN_IF_ERROR(
-      add(EncodeAndCheck(fmt::format("xor-delta, {} steps after its base", kLongDeltaSteps), s10,
-                         {}, &ref, &s0, codec, mem)));
+      add(EncodeAndCheck(fmt::format("sub-delta, {} steps after its base", kLongDeltaSteps), s10,
+                         defaults, &ref, &s0, codec, mem)));
   CopyInto(s0, &ref);
-  SPOT_RETURN_IF_ERROR(
-      add(EncodeAndCheck("q8-delta (model; optimizer xor), 1 step", s1,
-                         {.delta = ckpt::Codec::kQ8Delta}, &ref, &s0, codec, mem)));
+  SPOT_RETURN_IF_ERROR(add(EncodeAndCheck("q8-delta (model; optimizer sub-delta), 1 step", s1,
+                                          q8_plan, &ref, &s0, codec, mem)));
   return rows;
+}
+
+// The default delta of one step again, later in training (`base` the state
+// before that step, `now` after it): Adam's first steps move every weight by
+// about the learning rate, later ones by less.
+Result<BytesRow> MeasureLateDelta(const ckpt::Container& base, ckpt::Container& now, int64_t step) {
+  MemoryBlobStore mem;
+  ckpt::ChunkCodec codec(ckpt::AsyncSaverOptions{}.zstd_level);
+  ckpt::Container ref;
+  CopyInto(base, &ref);
+  SPOT_ASSIGN_OR_RETURN(
+      BytesRow row,
+      EncodeAndCheck(fmt::format("sub-delta (default), 1 step after its base, at step {}", step),
+                     now, {}, &ref, &base, codec, mem));
+  row.goal = kGoalDeltaRatio;
+  return row;
 }
 
 // Encodes every chunk of every record of `now` with `c` (against the same
@@ -663,8 +692,8 @@ Result<SubjectFigures> MeasureSubject(const std::string& key, const Data& data,
     f.payload = s1.payload_bytes();
     SPOT_ASSIGN_OR_RETURN(f.bytes, MeasureBytes(s0, s1, s10));
     Progress(fmt::format("ckpt {}: 4. codec throughput", key));
-    for (ckpt::Codec c :
-         {ckpt::Codec::kShuffleZstd, ckpt::Codec::kXorDelta, ckpt::Codec::kQ8Delta}) {
+    for (ckpt::Codec c : {ckpt::Codec::kShuffleZstd, ckpt::Codec::kPlanesZstd,
+                          ckpt::Codec::kXorDelta, ckpt::Codec::kSubDelta, ckpt::Codec::kQ8Delta}) {
       SPOT_ASSIGN_OR_RETURN(CodecRow row, MeasureCodec(c, s0, s1));
       f.codecs.push_back(row);
     }
@@ -690,6 +719,16 @@ Result<SubjectFigures> MeasureSubject(const std::string& key, const Data& data,
                       static_cast<double>(run.steps) / run.wall_s, run.saves, run.other_cores));
       f.runs[arm].push_back(std::move(run));
     }
+  }
+
+  Progress(fmt::format("ckpt {}: 3. bytes per save, again at step {}", key, s->counters.step));
+  {
+    ckpt::Container before, after;
+    SPOT_RETURN_IF_ERROR(s->Capture(&before));
+    s->Step();
+    SPOT_RETURN_IF_ERROR(s->Capture(&after));
+    SPOT_ASSIGN_OR_RETURN(BytesRow row, MeasureLateDelta(before, after, s->counters.step));
+    f.bytes.push_back(std::move(row));
   }
 
   Progress(fmt::format("ckpt {}: 5. restore, {} reps of full, delta (depth {}) and torch::load",

@@ -98,7 +98,8 @@ void BM_Decode(benchmark::State& state) {
 }
 
 void CompressingCodecs(benchmark::internal::Benchmark* b) {
-  for (Codec c : {Codec::kShuffleZstd, Codec::kXorDelta, Codec::kQ8Delta}) {
+  for (Codec c : {Codec::kShuffleZstd, Codec::kPlanesZstd, Codec::kXorDelta, Codec::kSubDelta,
+                  Codec::kQ8Delta}) {
     b->Arg(static_cast<int>(c));
   }
   b->Unit(benchmark::kMillisecond);

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "ckpt/planes.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -424,6 +426,10 @@ std::string_view CodecName(Codec c) {
       return "xor-delta";
     case Codec::kQ8Delta:
       return "q8-delta";
+    case Codec::kPlanesZstd:
+      return "planes-zstd";
+    case Codec::kSubDelta:
+      return "sub-delta";
   }
   return "invalid";
 }
@@ -434,7 +440,9 @@ Result<Codec> ParseCodec(std::string_view name) {
     if (CodecName(c) == name) return c;
   }
   return InvalidArgumentError(
-      fmt::format("unknown codec '{}' (want raw, shuffle-zstd, xor-delta or q8-delta)", name));
+      fmt::format("unknown codec '{}' (want raw, shuffle-zstd, xor-delta, q8-delta, planes-zstd "
+                  "or sub-delta)",
+                  name));
 }
 
 bool SupportsQ8(DType t) {
@@ -505,22 +513,7 @@ struct ChunkCodec::Impl {
   // Decompresses `stored`, which must be exactly one frame holding exactly
   // `size` bytes, into dst.
   Status Decompress(std::string_view stored, size_t size, char* dst) {
-    if (!dctx) return InternalError("zstd: cannot create a decompression context");
-    unsigned long long content = ZSTD_getFrameContentSize(stored.data(), stored.size());
-    if (content == ZSTD_CONTENTSIZE_ERROR) return DataLossError("not a zstd frame");
-    if (content == ZSTD_CONTENTSIZE_UNKNOWN) return DataLossError("zstd frame without a size");
-    if (content != size) {
-      return DataLossError(fmt::format("zstd frame holds {} bytes, {} expected", content, size));
-    }
-    size_t frame = ZSTD_findFrameCompressedSize(stored.data(), stored.size());
-    if (ZSTD_isError(frame)) return DataLossError("truncated zstd frame");
-    if (frame != stored.size()) {
-      return DataLossError(fmt::format("{} bytes after the zstd frame", stored.size() - frame));
-    }
-    size_t got = ZSTD_decompressDCtx(dctx, dst, size, stored.data(), stored.size());
-    if (ZSTD_isError(got)) return DataLossError(fmt::format("zstd: {}", ZSTD_getErrorName(got)));
-    if (got != size) return DataLossError("zstd frame shorter than it says");
-    return Status::Ok();
+    return DecompressFrame(dctx, stored, {dst, size});
   }
 
   Status EncodeQ8(DType dtype, std::span<const char> raw, std::span<char> base, std::string* out) {
@@ -596,6 +589,22 @@ Status ChunkCodec::Encode(Codec codec, DType dtype, std::span<const char> raw, s
             fmt::format("q8-delta does not apply to {} records", DTypeName(dtype)));
       }
       return m.EncodeQ8(dtype, raw, base, out);
+    case Codec::kPlanesZstd: {
+      out->clear();
+      if (es == 1) return EncodePlanes({raw.data(), raw.size()}, 1, m.cctx, &m.compressed, out);
+      char* s = Scratch(&m.scratch_a, raw.size());
+      ShuffleBytes(raw, es, {s, raw.size()});
+      return EncodePlanes({s, raw.size()}, es, m.cctx, &m.compressed, out);
+    }
+    case Codec::kSubDelta: {
+      out->clear();
+      char* d = Scratch(&m.scratch_a, raw.size());
+      ZigzagDelta(raw, base, es, {d, raw.size()});
+      if (es == 1) return EncodePlanes({d, raw.size()}, 1, m.cctx, &m.compressed, out);
+      char* s = Scratch(&m.scratch_b, raw.size());
+      ShuffleBytes({d, raw.size()}, es, {s, raw.size()});
+      return EncodePlanes({s, raw.size()}, es, m.cctx, &m.compressed, out);
+    }
   }
   return InvalidArgumentError(fmt::format("unknown codec {}", static_cast<int>(codec)));
 }
@@ -638,6 +647,24 @@ Status ChunkCodec::Decode(Codec codec, DType dtype, std::string_view stored, std
         return DataLossError(fmt::format("q8-delta on a {} record", DTypeName(dtype)));
       }
       return m.DecodeQ8(dtype, stored, dst);
+    case Codec::kPlanesZstd: {
+      if (es == 1) return DecodePlanes(stored, 1, m.dctx, dst);
+      char* s = Scratch(&m.scratch_a, dst.size());
+      SPOT_RETURN_IF_ERROR(DecodePlanes(stored, es, m.dctx, {s, dst.size()}));
+      UnshuffleBytes({s, dst.size()}, es, dst);
+      return Status::Ok();
+    }
+    case Codec::kSubDelta: {
+      char* s = Scratch(&m.scratch_a, dst.size());
+      SPOT_RETURN_IF_ERROR(DecodePlanes(stored, es, m.dctx, {s, dst.size()}));
+      if (es > 1) {
+        char* u = Scratch(&m.scratch_b, dst.size());
+        UnshuffleBytes({s, dst.size()}, es, {u, dst.size()});
+        s = u;
+      }
+      AddZigzagDelta({s, dst.size()}, es, dst);
+      return Status::Ok();
+    }
   }
   return DataLossError(fmt::format("unknown codec {}", static_cast<int>(codec)));
 }

@@ -14,6 +14,13 @@
 //                  blocks of kQ8Block elements with one f32 scale per block
 //                  (scale = max|d| / 127), then zstd. Each element comes back
 //                  within Q8ErrorBound() of the value that was saved.
+//   planes-zstd    byte-plane shuffle, then each plane on its own: zstd, or
+//                  stored as is when zstd would gain little (planes.h).
+//                  Lossless; the default for full versions.
+//   sub-delta      the difference to the base's bytes as integers of the
+//                  element size (wrapping, zigzag-coded), then as planes-zstd.
+//                  Lossless; decoding needs the base's bytes. The default
+//                  delta: close floats give more zero high bits than XOR.
 //
 // Values are part of the file format: never renumber.
 #pragma once
@@ -35,15 +42,21 @@ enum class Codec : uint8_t {
   kShuffleZstd = 1,
   kXorDelta = 2,
   kQ8Delta = 3,
+  kPlanesZstd = 4,
+  kSubDelta = 5,
 };
-inline constexpr int kNumCodecs = 4;
+inline constexpr int kNumCodecs = 6;
 
 std::string_view CodecName(Codec c);
-// "raw", "shuffle-zstd", "xor-delta", "q8-delta"; InvalidArgument otherwise.
+// "raw", "shuffle-zstd", "xor-delta", "q8-delta", "planes-zstd", "sub-delta";
+// InvalidArgument otherwise.
 Result<Codec> ParseCodec(std::string_view name);
 // True for codecs whose decoding starts from the base version's bytes.
-inline bool IsDelta(Codec c) { return c == Codec::kXorDelta || c == Codec::kQ8Delta; }
-// q8-delta applies to f32, f64, f16 and bf16 records; others fall back to xor-delta.
+inline bool IsDelta(Codec c) {
+  return c == Codec::kXorDelta || c == Codec::kQ8Delta || c == Codec::kSubDelta;
+}
+// q8-delta applies to f32, f64, f16 and bf16 records; others fall back to a
+// lossless delta.
 bool SupportsQ8(DType t);
 
 // Raw bytes per chunk (a multiple of every element size).

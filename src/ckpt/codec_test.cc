@@ -14,9 +14,10 @@
 namespace spot::ckpt {
 namespace {
 
-constexpr Codec kAllCodecs[] = {Codec::kRaw, Codec::kShuffleZstd, Codec::kXorDelta,
-                                Codec::kQ8Delta};
-constexpr Codec kLossless[] = {Codec::kRaw, Codec::kShuffleZstd, Codec::kXorDelta};
+constexpr Codec kAllCodecs[] = {Codec::kRaw,     Codec::kShuffleZstd, Codec::kXorDelta,
+                                Codec::kQ8Delta, Codec::kPlanesZstd,  Codec::kSubDelta};
+constexpr Codec kLossless[] = {Codec::kRaw, Codec::kShuffleZstd, Codec::kXorDelta,
+                               Codec::kPlanesZstd, Codec::kSubDelta};
 constexpr DType kFloatDTypes[] = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16};
 
 std::vector<DType> AllDTypes() {
@@ -138,8 +139,12 @@ TEST(CodecTest, NamesRoundTrip) {
   EXPECT_EQ(CodecName(Codec::kShuffleZstd), "shuffle-zstd");
   EXPECT_EQ(ParseCodec("lz4").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseCodec("").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodecName(Codec::kPlanesZstd), "planes-zstd");
+  EXPECT_EQ(CodecName(Codec::kSubDelta), "sub-delta");
   EXPECT_TRUE(IsDelta(Codec::kXorDelta));
+  EXPECT_TRUE(IsDelta(Codec::kSubDelta));
   EXPECT_FALSE(IsDelta(Codec::kShuffleZstd));
+  EXPECT_FALSE(IsDelta(Codec::kPlanesZstd));
 }
 
 TEST(CodecTest, SupportsQ8OnlyFloats) {
@@ -195,7 +200,7 @@ TEST(ChunkCodecTest, NonDeltaCodecsIgnoreBase) {
   std::mt19937_64 rng(3);
   ChunkCodec codec;
   const std::string raw = RandomFloats(DType::kF32, 300, rng);
-  for (Codec c : {Codec::kRaw, Codec::kShuffleZstd}) {
+  for (Codec c : {Codec::kRaw, Codec::kShuffleZstd, Codec::kPlanesZstd}) {
     std::string stored;
     ASSERT_TRUE(codec.Encode(c, DType::kF32, CSpan(raw), {}, &stored).ok());
     std::string dst(raw.size(), 'x');
@@ -404,7 +409,7 @@ TEST(ChunkCodecTest, EncodeRejectsSizesThatDoNotFit) {
               StatusCode::kInvalidArgument)
         << CodecName(c);
   }
-  for (Codec c : {Codec::kXorDelta, Codec::kQ8Delta}) {
+  for (Codec c : {Codec::kXorDelta, Codec::kQ8Delta, Codec::kSubDelta}) {
     std::string r(16, 'a');
     EXPECT_EQ(codec.Encode(c, DType::kF32, CSpan(r), Span(short_base), &stored).code(),
               StatusCode::kInvalidArgument)

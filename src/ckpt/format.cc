@@ -111,9 +111,9 @@ bool Q8CanEncode(DType t, std::string_view raw, std::string_view base) {
 
 Codec DeltaCodecFor(const Record& r, std::string_view base, const CodecPlan& plan) {
   if (plan.delta != Codec::kQ8Delta) return plan.delta;
-  if (!SupportsQ8(r.dtype)) return Codec::kXorDelta;
-  if (r.name.starts_with("optim/") && !plan.q8_optimizer_state) return Codec::kXorDelta;
-  if (!Q8CanEncode(r.dtype, r.data, base)) return Codec::kXorDelta;
+  if (!SupportsQ8(r.dtype)) return plan.lossless_delta;
+  if (r.name.starts_with("optim/") && !plan.q8_optimizer_state) return plan.lossless_delta;
+  if (!Q8CanEncode(r.dtype, r.data, base)) return plan.lossless_delta;
   return Codec::kQ8Delta;
 }
 
@@ -128,10 +128,13 @@ uint64_t RecordEntry::stored_bytes() const {
 Result<WrittenFile> WriteCheckpointFile(Container& c, const CodecPlan& plan, Container* reference,
                                         int64_t id, int64_t base_id, ChunkCodec& codec,
                                         BlobWriter& out) {
-  if (plan.full != Codec::kRaw && plan.full != Codec::kShuffleZstd) {
-    return InvalidArgumentError("a full record's codec must be raw or shuffle-zstd");
+  if (IsDelta(plan.full)) {
+    return InvalidArgumentError("a full record's codec must be raw, shuffle-zstd or planes-zstd");
   }
   if (!IsDelta(plan.delta)) return InvalidArgumentError("the delta codec must be a delta codec");
+  if (!IsDelta(plan.lossless_delta) || plan.lossless_delta == Codec::kQ8Delta) {
+    return InvalidArgumentError("the lossless delta codec must be xor-delta or sub-delta");
+  }
   const bool delta_version = base_id >= 0 && !reference->empty();
   HashingWriter w(out);
   std::string header(kMagic);

@@ -27,10 +27,12 @@ inline constexpr size_t kFooterBytes = 32;
 
 // Which codec each record gets.
 struct CodecPlan {
-  Codec full = Codec::kShuffleZstd;  // records written whole: raw | shuffle-zstd
-  Codec delta = Codec::kXorDelta;    // records with a base: xor-delta | q8-delta
+  Codec full = Codec::kPlanesZstd;  // records written whole: raw | shuffle-zstd | planes-zstd
+  Codec delta = Codec::kSubDelta;   // records with a base: sub-delta | xor-delta | q8-delta
   // q8-delta is lossy: by default only model/ records get it, optimizer state
-  // ("optim/" records) falls back to xor-delta unless this is set.
+  // ("optim/" records) falls back to this lossless delta unless
+  // q8_optimizer_state is set; so do records q8-delta cannot encode.
+  Codec lossless_delta = Codec::kSubDelta;  // sub-delta | xor-delta
   bool q8_optimizer_state = false;
 };
 
@@ -40,7 +42,7 @@ struct WrittenFile {
   uint64_t checksum = 0;       // XXH3-64 of the whole file
   int records = 0;
   int delta_records = 0;
-  std::string codecs;  // e.g. "xor-delta:30,shuffle-zstd:2"
+  std::string codecs;  // e.g. "sub-delta:30,planes-zstd:2"
 };
 
 // Writes `c` as version `id` to `out` (not committed: the caller commits).

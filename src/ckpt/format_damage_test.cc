@@ -118,7 +118,7 @@ TEST_F(DamageTest, IntactFilesDecode) {
   std::set<Codec> codecs;
   for (const RecordEntry& e : f->records()) codecs.insert(e.codec);
   EXPECT_TRUE(codecs.count(Codec::kQ8Delta));
-  EXPECT_TRUE(codecs.count(Codec::kXorDelta));
+  EXPECT_TRUE(codecs.count(Codec::kSubDelta));
 }
 
 TEST_F(DamageTest, EveryTruncationIsDataLoss) {

@@ -1,5 +1,6 @@
 #include "ckpt/format.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -91,9 +92,12 @@ TEST_P(FullCodecTest, RoundTripsEveryDTypeScalarEmptyAndMultiChunkRecords) {
   EXPECT_TRUE(dst == want.Find("model/big")->data);
 }
 
-INSTANTIATE_TEST_SUITE_P(Codecs, FullCodecTest, ::testing::Values(Codec::kRaw, Codec::kShuffleZstd),
+INSTANTIATE_TEST_SUITE_P(Codecs, FullCodecTest,
+                         ::testing::Values(Codec::kRaw, Codec::kShuffleZstd, Codec::kPlanesZstd),
                          [](const auto& info) {
-                           return info.param == Codec::kRaw ? "Raw" : "ShuffleZstd";
+                           std::string name(CodecName(info.param));
+                           std::erase(name, '-');
+                           return name;
                          });
 
 TEST(FormatTest, EmptyContainerRoundTrips) {
@@ -111,7 +115,11 @@ TEST(FormatTest, EmptyContainerRoundTrips) {
   EXPECT_TRUE(got->empty());
 }
 
-TEST(FormatTest, XorDeltaChainIsBitwiseExact) {
+class LosslessDeltaTest : public ::testing::TestWithParam<Codec> {};
+
+TEST_P(LosslessDeltaTest, ChainIsBitwiseExact) {
+  CodecPlan plan;
+  plan.delta = plan.lossless_delta = GetParam();
   MemoryBlobStore store;
   ChunkCodec codec;
   // Two chunks, the second short (a whole number of q8 blocks or not: 1000 floats).
@@ -123,11 +131,11 @@ TEST(FormatTest, XorDeltaChainIsBitwiseExact) {
     const std::string name = "v" + std::to_string(id);
     const Container want = Clone(state);
     const int64_t base = id == 1 ? -1 : id - 1;
-    auto f = WriteTo(store, name, state, CodecPlan{}, &ref, id, base, codec);
+    auto f = WriteTo(store, name, state, plan, &ref, id, base, codec);
     ASSERT_TRUE(f.ok()) << f.status().ToString();
     EXPECT_EQ(f->delta_records, id == 1 ? 0 : f->records) << name;
     if (id > 1) {
-      EXPECT_EQ(f->codecs, "xor-delta:" + std::to_string(f->records));
+      EXPECT_EQ(f->codecs, fmt::format("{}:{}", CodecName(GetParam()), f->records));
     }
     EXPECT_EQ(f->checksum, Checksum(store.blob(name)));
     auto file = CheckpointFile::Open(store, name);
@@ -137,7 +145,7 @@ TEST(FormatTest, XorDeltaChainIsBitwiseExact) {
     ASSERT_TRUE(got.ok()) << name << ": " << got.status().ToString();
     ExpectSame(*got, want, name);
     ExpectSame(ref, *got, name + " reference");
-    // Unchanged records cost next to nothing as xor-deltas.
+    // Unchanged records cost next to nothing as deltas.
     if (id > 1) {
       const RecordEntry& e = file->records()[0];  // every third record is unchanged
       EXPECT_LT(e.stored_bytes(), e.raw_bytes / 4 + 64) << e.name;
@@ -146,6 +154,14 @@ TEST(FormatTest, XorDeltaChainIsBitwiseExact) {
     state = Next(want, static_cast<uint64_t>(id) + 100);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Codecs, LosslessDeltaTest,
+                         ::testing::Values(Codec::kSubDelta, Codec::kXorDelta),
+                         [](const auto& info) {
+                           std::string name(CodecName(info.param));
+                           std::erase(name, '-');
+                           return name;
+                         });
 
 TEST(FormatTest, Q8DeltaIsWithinBoundAndOptimizerStateIsExact) {
   for (bool q8_optim : {false, true}) {
@@ -176,9 +192,9 @@ TEST(FormatTest, Q8DeltaIsWithinBoundAndOptimizerStateIsExact) {
         const Record& w = want.records()[i];
         const RecordEntry& e = file->records()[i];
         const bool optim = w.name.starts_with("optim/");
-        Codec expect = Codec::kShuffleZstd;
+        Codec expect = Codec::kPlanesZstd;
         if (id > 1) {
-          expect = SupportsQ8(w.dtype) && (!optim || q8_optim) ? Codec::kQ8Delta : Codec::kXorDelta;
+          expect = SupportsQ8(w.dtype) && (!optim || q8_optim) ? Codec::kQ8Delta : Codec::kSubDelta;
         }
         EXPECT_EQ(e.codec, expect) << name << " " << w.name;
         if (e.codec == Codec::kQ8Delta) {
@@ -217,14 +233,14 @@ TEST(FormatTest, ChangedLayoutsAreWrittenFull) {
   auto f = WriteTo(store, "v2", c2, CodecPlan{}, &ref, 2, 1, codec);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_EQ(f->delta_records, 1);
-  EXPECT_EQ(f->codecs, "shuffle-zstd:3,xor-delta:1");
+  EXPECT_EQ(f->codecs, "planes-zstd:3,sub-delta:1");
   auto file = CheckpointFile::Open(store, "v2");
   ASSERT_TRUE(file.ok());
   EXPECT_EQ(file->base_id(), 1);
   std::vector<Codec> codecs;
   for (const RecordEntry& e : file->records()) codecs.push_back(e.codec);
-  EXPECT_EQ(codecs, (std::vector<Codec>{Codec::kShuffleZstd, Codec::kShuffleZstd, Codec::kXorDelta,
-                                        Codec::kShuffleZstd}));
+  EXPECT_EQ(codecs, (std::vector<Codec>{Codec::kPlanesZstd, Codec::kPlanesZstd, Codec::kSubDelta,
+                                        Codec::kPlanesZstd}));
   auto got = file->ReadAll(&base, codec);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ExpectSame(*got, want);
@@ -272,7 +288,7 @@ TEST(FormatTest, AFullVersionReusesTheReferenceStorage) {
   EXPECT_EQ(f->base_id(), -1);
 }
 
-TEST(FormatTest, NonFiniteValuesFallBackFromQ8ToXorDelta) {
+TEST(FormatTest, NonFiniteValuesFallBackFromQ8ToLosslessDelta) {
   // q8-delta refuses NaN and infinities; a model holding one (an attention
   // mask of -inf, a diverged weight) must still be saved, losslessly.
   MemoryBlobStore store;
@@ -301,7 +317,7 @@ TEST(FormatTest, NonFiniteValuesFallBackFromQ8ToXorDelta) {
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   auto file = CheckpointFile::Open(store, "v2");
   ASSERT_TRUE(file.ok());
-  for (const RecordEntry& e : file->records()) EXPECT_EQ(e.codec, Codec::kXorDelta) << e.name;
+  for (const RecordEntry& e : file->records()) EXPECT_EQ(e.codec, Codec::kSubDelta) << e.name;
   auto got = file->ReadAll(&base, codec);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ExpectSame(*got, want);
@@ -365,6 +381,10 @@ TEST(FormatTest, RejectsBadPlans) {
   CodecPlan bad_delta;
   bad_delta.delta = Codec::kShuffleZstd;
   EXPECT_EQ(WriteTo(store, "x", c, bad_delta, &ref, 1, -1, codec).status().code(),
+            StatusCode::kInvalidArgument);
+  CodecPlan lossy_fallback;
+  lossy_fallback.lossless_delta = Codec::kQ8Delta;
+  EXPECT_EQ(WriteTo(store, "x", c, lossy_fallback, &ref, 1, -1, codec).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(store.Size("x").status().code(), StatusCode::kNotFound);
 }

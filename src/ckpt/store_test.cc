@@ -142,7 +142,7 @@ class StoreTest : public ::testing::Test {
   // Writes a chain: full, then `deltas` deltas, of State(first), State(first+1), ...
   // through Write with a reference. Returns the infos.
   std::vector<VersionInfo> WriteChain(CheckpointStore& s, uint64_t first, int deltas,
-                                      Codec delta_codec = Codec::kXorDelta) {
+                                      Codec delta_codec = Codec::kSubDelta) {
     std::vector<VersionInfo> out;
     ChunkCodec codec;
     Container reference;
@@ -488,7 +488,7 @@ TEST_F(StoreTest, DeltaChainRestoresBitwise) {
     EXPECT_EQ(chain[i].base, i == 0 ? -1 : chain[i - 1].id);
     EXPECT_EQ(chain[i].chain_depth, static_cast<int>(i));
     if (i > 0) {
-      EXPECT_NE(chain[i].codecs.find("xor-delta"), std::string::npos);
+      EXPECT_NE(chain[i].codecs.find("sub-delta"), std::string::npos);
     }
   }
   for (size_t i = 0; i < chain.size(); ++i) {

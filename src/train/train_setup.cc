@@ -1,12 +1,11 @@
 #include "train/train_setup.h"
 
 #include <ATen/Parallel.h>
+#include <malloc.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
-
-#include <malloc.h>
 
 #include <thread>
 
@@ -14,11 +13,12 @@ namespace spot::train {
 namespace {
 
 TensorSet ToTensors(const ImageSet& s) {
-  at::Tensor raw = at::from_blob(const_cast<uint8_t*>(s.pixels.data()),
-                                 {s.count, 1, s.rows, s.cols}, at::kByte);
+  at::Tensor raw =
+      at::from_blob(const_cast<uint8_t*>(s.pixels.data()), {s.count, 1, s.rows, s.cols}, at::kByte);
   TensorSet t;
   t.images = raw.to(at::kFloat).div_(255).sub_(kFashionMnistMean).div_(kFashionMnistStd);
-  t.labels = at::from_blob(const_cast<uint8_t*>(s.labels.data()), {s.count}, at::kByte).to(at::kLong);
+  t.labels =
+      at::from_blob(const_cast<uint8_t*>(s.labels.data()), {s.count}, at::kByte).to(at::kLong);
   return t;
 }
 
@@ -56,17 +56,16 @@ Result<TensorSet> LoadSplit(const TrainSpec& spec, Split split, int64_t limit) {
 
 std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimizerSpec& o, Net& model) {
   if (o.type == "adam") {
-    return std::make_unique<torch::optim::Adam>(
-        model.parameters(), torch::optim::AdamOptions(o.lr)
-                                .betas({o.beta1, o.beta2})
-                                .eps(o.eps)
-                                .weight_decay(o.weight_decay));
+    return std::make_unique<torch::optim::Adam>(model.parameters(),
+                                                torch::optim::AdamOptions(o.lr)
+                                                    .betas({o.beta1, o.beta2})
+                                                    .eps(o.eps)
+                                                    .weight_decay(o.weight_decay));
   }
-  return std::make_unique<torch::optim::SGD>(model.parameters(),
-                                             torch::optim::SGDOptions(o.lr)
-                                                 .momentum(o.momentum)
-                                                 .nesterov(o.nesterov)
-                                                 .weight_decay(o.weight_decay));
+  return std::make_unique<torch::optim::SGD>(model.parameters(), torch::optim::SGDOptions(o.lr)
+                                                                     .momentum(o.momentum)
+                                                                     .nesterov(o.nesterov)
+                                                                     .weight_decay(o.weight_decay));
 }
 
 int PrepareProcess(const TrainSpec& spec) {
@@ -89,8 +88,11 @@ ckpt::RetentionPolicy RetentionFor(const CheckpointSpec& c) {
 
 ckpt::CodecPlan CodecPlanFor(const CheckpointSpec& c) {
   ckpt::CodecPlan p;
-  p.full = c.codec == "raw" ? ckpt::Codec::kRaw : ckpt::Codec::kShuffleZstd;
-  p.delta = c.delta == "q8" ? ckpt::Codec::kQ8Delta : ckpt::Codec::kXorDelta;
+  // The spec reader admits only full codecs' names.
+  Result<ckpt::Codec> full = ckpt::ParseCodec(c.codec);
+  p.full = full.ok() ? *full : ckpt::Codec::kPlanesZstd;
+  p.lossless_delta = c.delta == "xor" ? ckpt::Codec::kXorDelta : ckpt::Codec::kSubDelta;
+  p.delta = c.delta == "q8" ? ckpt::Codec::kQ8Delta : p.lossless_delta;
   p.q8_optimizer_state = c.q8_optimizer;
   return p;
 }

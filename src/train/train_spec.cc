@@ -48,8 +48,8 @@ void ReadCheckpoint(SpecReader& r, CheckpointSpec* c) {
   r.Int("keep", &c->keep, {.min = 1, .max = 1000});
   r.Int("keep_every", &c->keep_every, {.min = 0});
   r.String("keep_best", &c->keep_best);
-  r.Enum("codec", &c->codec, {"raw", "shuffle-zstd"});
-  r.Enum("delta", &c->delta, {"none", "xor", "q8"});
+  r.Enum("codec", &c->codec, {"raw", "shuffle-zstd", "planes-zstd"});
+  r.Enum("delta", &c->delta, {"none", "sub", "xor", "q8"});
   r.Bool("q8_optimizer", &c->q8_optimizer);
   if (c->q8_optimizer && c->delta != "q8") r.AddError("q8_optimizer", "applies to delta: q8 only");
   r.Int("full_every", &c->full_every, {.min = 1, .max = 1000});

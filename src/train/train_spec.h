@@ -40,8 +40,8 @@ struct CheckpointSpec {
   int64_t keep = 3;               // versions kept (the last N), >= 1
   int64_t keep_every = 0;         // also keep every N-th version (0 = off)
   std::string keep_best;          // also keep the best version by this metric ("" = off)
-  std::string codec = "shuffle-zstd";  // full versions: raw | shuffle-zstd
-  std::string delta = "xor";      // none | xor | q8 (lossy, off by default)
+  std::string codec = "planes-zstd";  // full versions: raw | shuffle-zstd | planes-zstd
+  std::string delta = "sub";      // none | sub | xor | q8 (lossy, off by default)
   bool q8_optimizer = false;      // delta: q8; also quantize optimizer state
   int64_t full_every = 8;         // a full version at least every N versions, >= 1
   bool async = true;              // write in the background; false: training waits

@@ -197,7 +197,7 @@ TEST_F(CkptE2eTest, CkptCommandListsVerifiesDiffsRollsBackAndExports) {
   r = Spot({"ckpt", "show", "7", "--job", job.string()}, "show");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("model/fc1.weight"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("xor-delta"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sub-delta"), std::string::npos) << r.out;
 
   r = Spot({"ckpt", "verify", "--job", job.string()}, "verify");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
