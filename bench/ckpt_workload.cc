@@ -349,7 +349,7 @@ Result<RunFigures> TrainRun(Subject& s, Arm arm, int64_t steps, double aggressiv
   last_save = t0;
   if (saver) SPOT_RETURN_IF_ERROR(save());
   for (int64_t i = 0; i < steps; ++i) {
-    bool busy = saver && saver->pending() > 0;
+    bool busy = saver && saver->busy();
     int64_t faults = MainThreadFaults();
     auto st = Clock::now();
     s.Step();
@@ -360,10 +360,11 @@ Result<RunFigures> TrainRun(Subject& s, Arm arm, int64_t steps, double aggressiv
       r.busy.push_back(false);
       continue;
     }
-    // A write in flight at the start or at the end of the step overlapped it.
-    // (The policy, like trainer.cc, only looks at the end.)
-    r.busy.push_back(busy || saver->pending() > 0);
-    policy->RecordStep(step_s, saver->pending() > 0);
+    // Background work (a write, or a replication) under way at the start or
+    // at the end of the step overlapped it; the policy sees it as trainer.cc
+    // shows it.
+    r.busy.push_back(busy || saver->busy());
+    policy->RecordStep(step_s, r.busy.back());
     double interval = arm == Arm::kDefault ? policy->IntervalSeconds() : aggressive_s;
     if (Since(last_save) >= interval) SPOT_RETURN_IF_ERROR(save());
   }

@@ -67,6 +67,11 @@ int AsyncSaver::pending() const {
   return static_cast<int>(write_queue_.size()) + (writing_ ? 1 : 0);
 }
 
+bool AsyncSaver::busy() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !write_queue_.empty() || writing_ || !replicate_queue_.empty() || replicating_;
+}
+
 int64_t AsyncSaver::last_committed() const {
   std::lock_guard<std::mutex> lock(mu_);
   return last_committed_;

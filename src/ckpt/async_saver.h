@@ -73,6 +73,11 @@ class AsyncSaver {
   std::vector<SaveReport> TakeCompleted();
   // Saves submitted and not yet committed locally.
   int pending() const;
+  // Whether background work is under way: a save being written or queued, or
+  // a version being replicated to the durable tier. Both compete with
+  // training for cores and disk; a step that overlaps either is one a save
+  // slowed down (IntervalPolicy::RecordStep).
+  bool busy() const;
   // The newest version committed locally, -1 for none.
   int64_t last_committed() const;
 

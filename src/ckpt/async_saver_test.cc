@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/temp_dir.h"
@@ -310,6 +311,23 @@ TEST_F(AsyncSaverTest, ReplicatesToTheDurableTier) {
   auto l = again->LoadNewestValid();
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(l->info.step, 4);
+}
+
+TEST_F(AsyncSaverTest, BusyUntilTheDurableCopyIsDone) {
+  // busy() covers replication too (it competes with training as the write
+  // does): once it reads false, the save is written and replicated.
+  auto store = Open(1000, /*with_durable=*/true);
+  AsyncSaver saver(store.get(), AsyncSaverOptions{});
+  EXPECT_FALSE(saver.busy());
+  auto c = saver.Acquire();
+  ASSERT_TRUE(c.ok());
+  FillState(*c, 1, false, int64_t{1} << 20);
+  saver.Submit(*c, SaveRequest{});
+  while (saver.busy()) std::this_thread::yield();
+  EXPECT_EQ(saver.pending(), 0);
+  std::vector<SaveReport> done = saver.TakeCompleted();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].info.tiers, (std::vector<Tier>{Tier::kLocal, Tier::kDurable}));
 }
 
 TEST_F(AsyncSaverTest, TightRetentionInBothTiersKeepsTheNewestLoadable) {

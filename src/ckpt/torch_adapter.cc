@@ -1,42 +1,64 @@
 #include "ckpt/torch_adapter.h"
 
 #include <ATen/ATen.h>
-
-#include <cstring>
-
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
 
 namespace spot::ckpt {
 namespace {
 
 Result<DType> FromScalarType(at::ScalarType t) {
   switch (t) {
-    case at::kByte: return DType::kU8;
-    case at::kChar: return DType::kI8;
-    case at::kShort: return DType::kI16;
-    case at::kInt: return DType::kI32;
-    case at::kLong: return DType::kI64;
-    case at::kHalf: return DType::kF16;
-    case at::kBFloat16: return DType::kBF16;
-    case at::kFloat: return DType::kF32;
-    case at::kDouble: return DType::kF64;
-    case at::kBool: return DType::kBool;
-    default: return InvalidArgumentError(fmt::format("dtype {} cannot be checkpointed", at::toString(t)));
+    case at::kByte:
+      return DType::kU8;
+    case at::kChar:
+      return DType::kI8;
+    case at::kShort:
+      return DType::kI16;
+    case at::kInt:
+      return DType::kI32;
+    case at::kLong:
+      return DType::kI64;
+    case at::kHalf:
+      return DType::kF16;
+    case at::kBFloat16:
+      return DType::kBF16;
+    case at::kFloat:
+      return DType::kF32;
+    case at::kDouble:
+      return DType::kF64;
+    case at::kBool:
+      return DType::kBool;
+    default:
+      return InvalidArgumentError(fmt::format("dtype {} cannot be checkpointed", at::toString(t)));
   }
 }
 
 at::ScalarType ToScalarType(DType t) {
   switch (t) {
-    case DType::kU8: return at::kByte;
-    case DType::kI8: return at::kChar;
-    case DType::kI16: return at::kShort;
-    case DType::kI32: return at::kInt;
-    case DType::kI64: return at::kLong;
-    case DType::kF16: return at::kHalf;
-    case DType::kBF16: return at::kBFloat16;
-    case DType::kF32: return at::kFloat;
-    case DType::kF64: return at::kDouble;
-    case DType::kBool: return at::kBool;
+    case DType::kU8:
+      return at::kByte;
+    case DType::kI8:
+      return at::kChar;
+    case DType::kI16:
+      return at::kShort;
+    case DType::kI32:
+      return at::kInt;
+    case DType::kI64:
+      return at::kLong;
+    case DType::kF16:
+      return at::kHalf;
+    case DType::kBF16:
+      return at::kBFloat16;
+    case DType::kF32:
+      return at::kFloat;
+    case DType::kF64:
+      return at::kDouble;
+    case DType::kBool:
+      return at::kBool;
   }
   return at::kByte;
 }
@@ -48,21 +70,55 @@ std::string ShapeString(c10::IntArrayRef s) { return fmt::format("[{}]", fmt::jo
 Status PutTensor(Container* c, std::string name, const at::Tensor& t) {
   try {
     if (!t.defined()) return InvalidArgumentError("tensor '" + name + "' is undefined");
-    if (!t.device().is_cpu()) return InvalidArgumentError("tensor '" + name + "' is not on the CPU");
+    if (!t.device().is_cpu())
+      return InvalidArgumentError("tensor '" + name + "' is not on the CPU");
     SPOT_ASSIGN_OR_RETURN(DType dtype, FromScalarType(t.scalar_type()));
-    at::Tensor src = t.detach();
-    std::span<char> dst = c->AddUninitialized(std::move(name), dtype, src.sizes().vec());
+    // Reading the bytes needs no detach(): that would be a dispatcher call per
+    // record on the path training waits for.
+    std::span<char> dst = c->AddUninitialized(std::move(name), dtype, t.sizes().vec());
     if (dst.empty()) return Status::Ok();
-    if (src.is_contiguous()) {
-      std::memcpy(dst.data(), src.data_ptr(), dst.size());
+    if (t.is_contiguous()) {
+      std::memcpy(dst.data(), t.data_ptr(), dst.size());
     } else {
-      at::Tensor view = at::from_blob(dst.data(), src.sizes(), src.options());
-      view.copy_(src);
+      at::Tensor view = at::from_blob(dst.data(), t.sizes(), t.options().requires_grad(false));
+      at::NoGradGuard no_grad;
+      view.copy_(t.detach());
     }
     return Status::Ok();
   } catch (const c10::Error& e) {
-    return InternalError(std::string("copying tensor into checkpoint: ") + e.what_without_backtrace());
+    return InternalError(std::string("copying tensor into checkpoint: ") +
+                         e.what_without_backtrace());
   }
+}
+
+Status TensorCapture::Put(std::string name, const at::Tensor& t) {
+  if (!t.defined() || !t.device().is_cpu() || !t.is_contiguous()) {
+    return PutTensor(c_, std::move(name), t);  // the same checks and errors
+  }
+  SPOT_ASSIGN_OR_RETURN(DType dtype, FromScalarType(t.scalar_type()));
+  std::span<char> dst = c_->AddUninitialized(std::move(name), dtype, t.sizes().vec());
+  if (!dst.empty()) {
+    copies_.push_back({static_cast<const char*>(t.data_ptr()), dst.data(), dst.size()});
+  }
+  return Status::Ok();
+}
+
+void TensorCapture::Finish() {
+  // Pieces of at most 1 MiB, so a few big tensors still split evenly.
+  constexpr size_t kPiece = size_t{1} << 20;
+  std::vector<Copy> pieces;
+  for (const Copy& c : copies_) {
+    for (size_t off = 0; off < c.bytes; off += kPiece) {
+      pieces.push_back({c.src + off, c.dst + off, std::min(kPiece, c.bytes - off)});
+    }
+  }
+  copies_.clear();
+  at::parallel_for(0, static_cast<int64_t>(pieces.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const Copy& p = pieces[static_cast<size_t>(i)];
+      std::memcpy(p.dst, p.src, p.bytes);
+    }
+  });
 }
 
 Status GetTensorInto(const Container& c, std::string_view name, const at::Tensor& dst) {
@@ -86,7 +142,8 @@ Status GetTensorInto(const Container& c, std::string_view name, const at::Tensor
     }
     return Status::Ok();
   } catch (const c10::Error& e) {
-    return InternalError(std::string("restoring tensor from checkpoint: ") + e.what_without_backtrace());
+    return InternalError(std::string("restoring tensor from checkpoint: ") +
+                         e.what_without_backtrace());
   }
 }
 
@@ -98,7 +155,8 @@ Result<at::Tensor> GetTensor(const Container& c, std::string_view name) {
     if (!r->data.empty()) std::memcpy(t.data_ptr(), r->data.data(), r->data.size());
     return t;
   } catch (const c10::Error& e) {
-    return InternalError(std::string("restoring tensor from checkpoint: ") + e.what_without_backtrace());
+    return InternalError(std::string("restoring tensor from checkpoint: ") +
+                         e.what_without_backtrace());
   }
 }
 

@@ -4,10 +4,12 @@
 // Status values.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
 #include <string>
 #include <string_view>
-
-#include <ATen/core/Tensor.h>
+#include <vector>
 
 #include "ckpt/container.h"
 #include "core/status.h"
@@ -16,6 +18,27 @@ namespace spot::ckpt {
 
 // Copies `t` (CPU, any strides) into a new record `name`.
 Status PutTensor(Container* c, std::string name, const at::Tensor& t);
+
+// Adds tensors as PutTensor does, but copies the bytes of contiguous ones in
+// Finish(), spread over LibTorch's intra-op threads: training waits for a
+// snapshot anyway, and those threads are idle while it does. Until Finish()
+// returns the new records hold garbage, and the tensors must not change.
+class TensorCapture {
+ public:
+  explicit TensorCapture(Container* c) : c_(c) {}
+  Status Put(std::string name, const at::Tensor& t);
+  // Does the deferred copies; the records are complete when it returns.
+  void Finish();
+
+ private:
+  struct Copy {
+    const char* src;
+    char* dst;
+    size_t bytes;
+  };
+  Container* c_;
+  std::vector<Copy> copies_;
+};
 
 // Copies record `name` into `dst` in place. FailedPrecondition when the record is
 // missing or its dtype or shape differ from dst's.

@@ -3,6 +3,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "ckpt/store.h"
 #include "core/temp_dir.h"
 
@@ -61,6 +65,35 @@ TEST(TorchAdapterTest, MismatchesAreReported) {
   EXPECT_NE(s.message().find("f32[2, 2]"), std::string::npos) << s.message();
   EXPECT_EQ(GetTensorInto(c, "missing", at::zeros({1})).code(), StatusCode::kFailedPrecondition);
   EXPECT_FALSE(PutTensor(&c, "u", at::Tensor()).ok());
+}
+
+TEST(TorchAdapterTest, TensorCaptureMatchesPutTensor) {
+  at::manual_seed(4);
+  // Big enough to be split into pieces across threads, plus a channels-last
+  // tensor (copied at once), an empty one and a 0-d one.
+  const std::vector<std::pair<std::string, at::Tensor>> tensors = {
+      {"big", at::randn({3, 1 << 19})},
+      {"cl", at::randn({4, 3, 5, 5}).contiguous(at::MemoryFormat::ChannelsLast)},
+      {"empty", at::randn({0, 3})},
+      {"scalar", at::scalar_tensor(7, at::kLong)},
+      {"small", at::randn({17}, at::kDouble)}};
+  Container want, got;
+  for (const auto& [name, t] : tensors) ASSERT_TRUE(PutTensor(&want, name, t).ok());
+  TensorCapture cap(&got);
+  for (const auto& [name, t] : tensors) ASSERT_TRUE(cap.Put(name, t).ok());
+  cap.Finish();
+  ASSERT_EQ(got.records().size(), want.records().size());
+  for (size_t i = 0; i < want.records().size(); ++i) {
+    const Record& w = want.records()[i];
+    const Record& g = got.records()[i];
+    EXPECT_EQ(g.name, w.name);
+    EXPECT_EQ(g.dtype, w.dtype);
+    EXPECT_EQ(g.shape, w.shape);
+    EXPECT_TRUE(g.data == w.data) << w.name;
+  }
+  // The same refusals as PutTensor.
+  EXPECT_FALSE(cap.Put("undefined", at::Tensor()).ok());
+  EXPECT_FALSE(cap.Put("complex", at::randn({2}, at::kComplexFloat)).ok());
 }
 
 }  // namespace

@@ -555,11 +555,11 @@ Result<Worker::Outcome> Worker::TrainGeneration(const Generation& g) {
     }
     Slice batch = GlobalBatch(counters_.index_in_epoch / spec_.batch_size, spec_.batch_size, n);
     const auto step_start = Clock::now();
-    const bool saving_at_start = saver_ && saver_->pending() > 0;
+    const bool saving_at_start = saver_ && saver_->busy();
     SPOT_ASSIGN_OR_RETURN(StepResult r, Step(g, batch));
     if (interval_) {
       interval_->RecordStep(Seconds(step_start, Clock::now()),
-                            saving_at_start || saver_->pending() > 0);
+                            saving_at_start || saver_->busy());
     }
     if (g.rank == 0 && Seconds(last_progress_, Clock::now()) >= opt_.log_interval_s) {
       double rate = static_cast<double>((counters_.step - progress_step_) * spec_.batch_size) /

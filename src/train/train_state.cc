@@ -2,12 +2,12 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
+#include <fmt/format.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
+#include <cstring>
 #include <mutex>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "ckpt/torch_adapter.h"
@@ -19,12 +19,11 @@ using ckpt::GetTensor;
 using ckpt::GetTensorInto;
 using ckpt::PutTensor;
 
-std::string StateKey(const at::Tensor& p) {
-  return c10::guts::to_string(p.unsafeGetTensorImpl());
-}
+std::string StateKey(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
 
+// Adds the optimizer's state: tensors through `cap`, the step counts to `out`.
 Status CaptureOptimizer(Net& model, torch::optim::Optimizer& opt, const std::string& type,
-                        ckpt::Container* out) {
+                        ckpt::Container* out, ckpt::TensorCapture* cap) {
   auto& state = opt.state();
   for (const auto& item : model.named_parameters()) {
     auto it = state.find(StateKey(item.value()));
@@ -33,15 +32,18 @@ Status CaptureOptimizer(Net& model, torch::optim::Optimizer& opt, const std::str
     if (type == "sgd") {
       auto& s = static_cast<torch::optim::SGDParamState&>(*it->second);
       if (s.momentum_buffer().defined()) {
-        SPOT_RETURN_IF_ERROR(PutTensor(out, prefix + "momentum_buffer", s.momentum_buffer()));
+        SPOT_RETURN_IF_ERROR(cap->Put(prefix + "momentum_buffer", s.momentum_buffer()));
       }
     } else {
       auto& s = static_cast<torch::optim::AdamParamState&>(*it->second);
-      SPOT_RETURN_IF_ERROR(PutTensor(out, prefix + "step", at::scalar_tensor(s.step(), at::kLong)));
-      SPOT_RETURN_IF_ERROR(PutTensor(out, prefix + "exp_avg", s.exp_avg()));
-      SPOT_RETURN_IF_ERROR(PutTensor(out, prefix + "exp_avg_sq", s.exp_avg_sq()));
+      // A 0-d i64 record, as a scalar tensor would give, without making one.
+      const int64_t step = s.step();
+      std::span<char> dst = out->AddUninitialized(prefix + "step", ckpt::DType::kI64, {});
+      std::memcpy(dst.data(), &step, sizeof(step));
+      SPOT_RETURN_IF_ERROR(cap->Put(prefix + "exp_avg", s.exp_avg()));
+      SPOT_RETURN_IF_ERROR(cap->Put(prefix + "exp_avg_sq", s.exp_avg_sq()));
       if (s.max_exp_avg_sq().defined()) {
-        SPOT_RETURN_IF_ERROR(PutTensor(out, prefix + "max_exp_avg_sq", s.max_exp_avg_sq()));
+        SPOT_RETURN_IF_ERROR(cap->Put(prefix + "max_exp_avg_sq", s.max_exp_avg_sq()));
       }
     }
   }
@@ -128,19 +130,22 @@ Result<TrainerCounters> TrainerCounters::FromJson(std::string_view text) {
 Status CaptureTrainState(Net& model, torch::optim::Optimizer& optimizer,
                          const std::string& optimizer_type, const TrainerCounters& counters,
                          ckpt::Container* out) {
+  ckpt::TensorCapture cap(out);
   for (const auto& p : model.named_parameters()) {
-    SPOT_RETURN_IF_ERROR(PutTensor(out, "model/" + p.key(), p.value()));
+    SPOT_RETURN_IF_ERROR(cap.Put("model/" + p.key(), p.value()));
   }
   for (const auto& b : model.named_buffers()) {
-    SPOT_RETURN_IF_ERROR(PutTensor(out, "model/" + b.key(), b.value()));
+    SPOT_RETURN_IF_ERROR(cap.Put("model/" + b.key(), b.value()));
   }
-  SPOT_RETURN_IF_ERROR(CaptureOptimizer(model, optimizer, optimizer_type, out));
+  SPOT_RETURN_IF_ERROR(CaptureOptimizer(model, optimizer, optimizer_type, out, &cap));
   {
+    // A temporary tensor: copied now, not deferred.
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
     SPOT_RETURN_IF_ERROR(PutTensor(out, "rng/cpu", gen.get_state()));
   }
   out->AddBytes("trainer/state", counters.ToJson());
+  cap.Finish();
   return Status::Ok();
 }
 
@@ -151,8 +156,10 @@ Result<TrainerCounters> RestoreTrainState(const ckpt::Container& in, Net& model,
   if (st == nullptr) return FailedPreconditionError("checkpoint has no trainer/state");
   SPOT_ASSIGN_OR_RETURN(TrainerCounters counters, TrainerCounters::FromJson(st->data));
   if (counters.optimizer != optimizer_type) {
-    return FailedPreconditionError(fmt::format("checkpoint was made with optimizer {}, the job "
-                                               "uses {}", counters.optimizer, optimizer_type));
+    return FailedPreconditionError(
+        fmt::format("checkpoint was made with optimizer {}, the job "
+                    "uses {}",
+                    counters.optimizer, optimizer_type));
   }
   for (const auto& p : model.named_parameters()) {
     SPOT_RETURN_IF_ERROR(GetTensorInto(in, "model/" + p.key(), p.value()));

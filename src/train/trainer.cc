@@ -397,7 +397,7 @@ Status Trainer::Impl::TrainLoop() {
     }
     auto t0 = Clock::now();
     // A step is "during a save" when a write is pending at its start or end.
-    const bool saving_at_start = interval && saver->pending() > 0;
+    const bool saving_at_start = interval && saver->busy();
     if (order_epoch != counters.epoch) {
       std::vector<int64_t> o = EpochOrder(static_cast<uint64_t>(spec.seed), counters.epoch, n);
       order = at::from_blob(o.data(), {n}, at::kLong).clone();
@@ -449,7 +449,7 @@ Status Trainer::Impl::TrainLoop() {
     double step_s = Seconds(t0, Clock::now());
     train_seconds += step_s;
     train_samples += end - begin;
-    if (interval) interval->RecordStep(step_s, saving_at_start || saver->pending() > 0);
+    if (interval) interval->RecordStep(step_s, saving_at_start || saver->busy());
 
     ++counters.step;
     if (step_log) {
