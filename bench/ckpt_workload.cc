@@ -589,7 +589,7 @@ Result<CodecRow> MeasureCodec(ckpt::Codec c, const ckpt::Container& before,
 Result<RestoreFigures> MeasureRestore(Subject& s, const CkptBenchOptions& o, const std::string& dir,
                                       ckpt::Container* scratch) {
   RestoreFigures f;
-  // Versions written the way the trainer writes them (AsyncSaver, xor deltas,
+  // Versions written the way the trainer writes them (AsyncSaver, sub-delta,
   // full_every 8), one training step apart: a full version, then deltas up to
   // chain depth 3.
   SPOT_ASSIGN_OR_RETURN(std::unique_ptr<ckpt::CheckpointStore> store,

@@ -8,10 +8,11 @@
 //      CaptureTrainState + Submit, steady state) vs a memcpy of the same
 //      tensors into preallocated buffers; torch::save for reference
 //   2. training throughput with no checkpointing vs the trainer's default
-//      policy (AsyncSaver, xor deltas, full_every 8, IntervalPolicy with default
+//      policy (AsyncSaver, sub-delta, full_every 8, IntervalPolicy with default
 //      IntervalOptions) and vs a save every few seconds
-//   3. bytes per save: raw, shuffle-zstd, xor-delta (1 and 10 steps), q8-delta,
-//      torch::save's files
+//   3. bytes per save: raw, shuffle-zstd, planes-zstd, xor-delta, sub-delta
+//      (1 and 10 steps, and 1 step later in training), q8-delta, torch::save's
+//      files
 //   4. single-thread codec throughput (ChunkCodec, per chunk)
 //   5. restore time (LoadNewestValid + RestoreTrainState) of a full version
 //      and of a delta at chain depth 3 vs torch::load
