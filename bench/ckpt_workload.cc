@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
-#include <malloc.h>
 #include <sys/resource.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
@@ -30,6 +29,7 @@
 #include "report.h"
 #include "train/fashion_mnist.h"
 #include "train/model.h"
+#include "train/train_setup.h"
 #include "train/train_state.h"
 
 namespace spot::bench {
@@ -746,9 +746,8 @@ Result<SubjectFigures> MeasureSubject(const std::string& key, const Data& data,
 Result<std::string> Run(const CkptBenchOptions& o) {
   auto t0 = Clock::now();
   at::set_num_threads(o.threads);
-  // As trainer.cc (KeepActivationBuffersInHeap): training runs here as it does there.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  // Training runs here under the trainer's malloc settings.
+  train::KeepActivationBuffersInHeap();
   for (const std::string& k : o.states) {
     if (k != "cnn" && k != "mlp50m") {
       return InvalidArgumentError("ckpt: unknown state '" + k + "' (want cnn or mlp50m)");

@@ -1,8 +1,11 @@
 #include "ckpt/container.h"
 
+#include <sys/mman.h>
 #include <xxhash.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 namespace spot::ckpt {
 
@@ -29,17 +32,37 @@ int64_t Record::numel() const {
   return n;
 }
 
+void* AllocateRecordMemory(size_t bytes) {
+  if (bytes >= kPageAllocBytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return p;
+  }
+  void* p = std::malloc(bytes == 0 ? 1 : bytes);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+void FreeRecordMemory(void* p, size_t bytes) {
+  if (p == nullptr) return;
+  if (bytes >= kPageAllocBytes) {
+    munmap(p, bytes);
+  } else {
+    std::free(p);
+  }
+}
+
 std::span<char> Container::AddUninitialized(std::string name, DType dtype,
                                             std::vector<int64_t> shape) {
   Record r{std::move(name), dtype, std::move(shape), {}, 0};
   size_t bytes = static_cast<size_t>(r.numel()) * DTypeSize(dtype);
-  std::unique_ptr<std::string> storage;
+  std::unique_ptr<Buffer> storage;
   if (next_recycled_ < recycled_.size()) {
     // Same position as before Recycle(): usually the same size, so no work.
     storage = std::move(recycled_[next_recycled_++]);
     storage->resize(bytes);
   } else {
-    storage = std::make_unique<std::string>(bytes, '\0');
+    storage = std::make_unique<Buffer>(bytes, '\0');
   }
   r.data = *storage;
   records_.push_back(std::move(r));
@@ -48,9 +71,9 @@ std::span<char> Container::AddUninitialized(std::string name, DType dtype,
 }
 
 std::span<char> Container::AddWithStorage(std::string name, DType dtype,
-                                          std::vector<int64_t> shape, std::string storage) {
+                                          std::vector<int64_t> shape, Buffer storage) {
   Record r{std::move(name), dtype, std::move(shape), {}, 0};
-  auto owned = std::make_unique<std::string>(std::move(storage));
+  auto owned = std::make_unique<Buffer>(std::move(storage));
   r.data = *owned;
   records_.push_back(std::move(r));
   storage_.push_back(std::move(owned));
@@ -75,8 +98,8 @@ int Container::FindIndex(std::string_view name) const {
   return -1;
 }
 
-std::string Container::ReleaseStorage(size_t i) {
-  std::string s = std::move(*storage_[i]);
+Buffer Container::ReleaseStorage(size_t i) {
+  Buffer s = std::move(*storage_[i]);
   storage_[i]->clear();
   records_[i].data = {};
   return s;

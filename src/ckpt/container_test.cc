@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -157,9 +159,9 @@ TEST(ContainerTest, RecycleWithDifferentSizeAllocatesCorrectly) {
 
 TEST(ContainerTest, AddWithStorageTakesOverTheBuffer) {
   Container c;
-  std::string buf(4096, '\0');
+  Buffer buf(4096, '\0');
   for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<char>(i * 13);
-  const std::string copy = buf;
+  const std::string copy(buf.data(), buf.size());
   const char* p = buf.data();
   std::span<char> s = c.AddWithStorage("model/w", DType::kF32, {32, 32}, std::move(buf));
   EXPECT_EQ(s.data(), p);  // moved, not copied
@@ -167,8 +169,8 @@ TEST(ContainerTest, AddWithStorageTakesOverTheBuffer) {
   EXPECT_EQ(c.records()[0].data, copy);
   EXPECT_EQ(c.records()[0].shape, (std::vector<int64_t>{32, 32}));
 
-  // Small buffers (stored inline in std::string) work as well.
-  std::span<char> t = c.AddWithStorage("t", DType::kI16, {2}, std::string("\x01\x02\x03\x04", 4));
+  // Small buffers (stored inline in the string) work as well.
+  std::span<char> t = c.AddWithStorage("t", DType::kI16, {2}, Buffer("\x01\x02\x03\x04", 4));
   EXPECT_EQ(t.size(), 4u);
   EXPECT_EQ(c.Find("t")->data, std::string_view("\x01\x02\x03\x04", 4));
   EXPECT_EQ(c.Find("t")->data.data(), t.data());
@@ -182,15 +184,15 @@ TEST(ContainerTest, ReleaseStorageMovesTheBytesOut) {
   const char* p = w.data();
   c.AddBytes("small", "abc");
 
-  std::string got = c.ReleaseStorage(0);
-  EXPECT_EQ(got, expect);
+  Buffer got = c.ReleaseStorage(0);
+  EXPECT_EQ(std::string_view(got), expect);
   EXPECT_EQ(got.data(), p);  // the buffer itself moved out
   EXPECT_EQ(c.records()[0].data.size(), 0u);
   EXPECT_EQ(c.records()[0].name, "w");  // the record stays, empty
   EXPECT_EQ(c.payload_bytes(), 3u);
 
-  std::string small = c.ReleaseStorage(1);
-  EXPECT_EQ(small, "abc");
+  Buffer small = c.ReleaseStorage(1);
+  EXPECT_EQ(std::string_view(small), "abc");
   EXPECT_EQ(c.payload_bytes(), 0u);
 
   // A released buffer can back a record of another container.
@@ -198,6 +200,27 @@ TEST(ContainerTest, ReleaseStorageMovesTheBytesOut) {
   d.AddWithStorage("w", DType::kI32, {256}, std::move(got));
   EXPECT_EQ(d.records()[0].data, expect);
   EXPECT_EQ(d.records()[0].data.data(), p);
+}
+
+TEST(ContainerTest, LargeBuffersDoNotComeFromTheMallocHeap) {
+  // A freed heap chunk of the right size is what malloc hands out next; a
+  // large record must not take it (see kPageAllocBytes).
+  const size_t big = 4 * kPageAllocBytes;
+  void* chunk = std::malloc(big);
+  ASSERT_NE(chunk, nullptr);
+  std::free(chunk);
+  Container c;
+  std::span<char> s = c.AddUninitialized("model/w", DType::kF32, {static_cast<int64_t>(big / 4)});
+  EXPECT_NE(static_cast<void*>(s.data()), chunk);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(s.data()) % 4096, 0u) << "not page-aligned: not from mmap";
+  for (char& b : s) EXPECT_EQ(b, 0) << "zero-filled";
+  // Released, moved to another container and dropped: freed by the same means.
+  Container d;
+  d.AddWithStorage("w", DType::kF32, {static_cast<int64_t>(big / 4)}, c.ReleaseStorage(0));
+  d.Clear();
+  // Small buffers still come from malloc.
+  std::span<char> t = c.AddUninitialized("small", DType::kU8, {100});
+  EXPECT_EQ(t.size(), 100u);
 }
 
 TEST(ContainerTest, VerifyRecordsNamesMismatches) {

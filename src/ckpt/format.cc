@@ -162,7 +162,7 @@ Result<WrittenFile> WriteCheckpointFile(Container& c, const CodecPlan& plan, Con
                   : plan.full;
     // The reference's storage for this record: the base's bytes (updated in
     // place by q8-delta), reused for a full record of the same size.
-    std::string ref_storage;
+    Buffer ref_storage;
     if (base_idx >= 0) {
       ref_storage = reference->ReleaseStorage(static_cast<size_t>(base_idx));
     } else if (int j = reference->FindIndex(r.name);
@@ -411,7 +411,7 @@ Result<Container> CheckpointFile::ReadAll(Container* base, ChunkCodec& codec) co
   Container out;
   for (size_t i = 0; i < records_.size(); ++i) {
     const RecordEntry& e = records_[i];
-    std::string storage;
+    Buffer storage;
     if (IsDelta(e.codec)) {
       int j = base->FindIndex(e.name);
       if (j < 0 || base->records()[j].dtype != e.dtype || base->records()[j].shape != e.shape) {

@@ -342,7 +342,7 @@ TEST(FormatTest, DeltaVersionsNeedTheirBase) {
   Container partial;
   for (const Record& r : base.records()) {
     if (r.name != "model/i32")
-      partial.AddWithStorage(r.name, r.dtype, r.shape, std::string(r.data));
+      partial.AddWithStorage(r.name, r.dtype, r.shape, Buffer(r.data));
   }
   auto s = file->ReadAll(&partial, codec).status();
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
@@ -353,7 +353,7 @@ TEST(FormatTest, DeltaVersionsNeedTheirBase) {
   for (const Record& r : base.records()) {
     std::vector<int64_t> shape = r.shape;
     if (r.name == "model/i32") shape = {16};
-    reshaped.AddWithStorage(r.name, r.dtype, shape, std::string(r.data));
+    reshaped.AddWithStorage(r.name, r.dtype, shape, Buffer(r.data));
   }
   EXPECT_EQ(file->ReadAll(&reshaped, codec).status().code(), StatusCode::kDataLoss);
 

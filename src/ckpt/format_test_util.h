@@ -160,7 +160,7 @@ inline Container Clone(const Container& c) {
   Container out;
   for (size_t i = 0; i < c.records().size(); ++i) {
     const Record& r = c.records()[i];
-    out.AddWithStorage(r.name, r.dtype, r.shape, std::string(r.data));
+    out.AddWithStorage(r.name, r.dtype, r.shape, Buffer(r.data));
     out.mutable_record(i).checksum = r.checksum;
   }
   return out;

@@ -34,6 +34,9 @@ std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimizerSpec& o, N
 // Sets intra-op threads (0 = all cores), the allocator thresholds and the
 // seed. Returns the thread count in force.
 int PrepareProcess(const TrainSpec& spec);
+// The malloc settings training runs under (PrepareProcess applies them): large
+// per-step buffers stay in the heap for reuse instead of being mapped afresh.
+void KeepActivationBuffersInHeap();
 
 ckpt::RetentionPolicy RetentionFor(const CheckpointSpec& c);
 ckpt::CodecPlan CodecPlanFor(const CheckpointSpec& c);
