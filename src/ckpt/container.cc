@@ -11,17 +11,27 @@ namespace spot::ckpt {
 
 size_t DTypeSize(DType t) {
   switch (t) {
-    case DType::kU8: case DType::kI8: case DType::kBool: return 1;
-    case DType::kI16: case DType::kF16: case DType::kBF16: return 2;
-    case DType::kI32: case DType::kF32: return 4;
-    case DType::kI64: case DType::kF64: return 8;
+    case DType::kU8:
+    case DType::kI8:
+    case DType::kBool:
+      return 1;
+    case DType::kI16:
+    case DType::kF16:
+    case DType::kBF16:
+      return 2;
+    case DType::kI32:
+    case DType::kF32:
+      return 4;
+    case DType::kI64:
+    case DType::kF64:
+      return 8;
   }
   return 0;
 }
 
 std::string_view DTypeName(DType t) {
-  static constexpr std::string_view kNames[kNumDTypes] = {"u8",   "i8",  "i16", "i32", "i64",
-                                                          "f16",  "bf16", "f32", "f64", "bool"};
+  static constexpr std::string_view kNames[kNumDTypes] = {"u8",  "i8",   "i16", "i32", "i64",
+                                                          "f16", "bf16", "f32", "f64", "bool"};
   auto i = static_cast<size_t>(t);
   return i < kNumDTypes ? kNames[i] : "invalid";
 }
@@ -70,8 +80,8 @@ std::span<char> Container::AddUninitialized(std::string name, DType dtype,
   return {storage_.back()->data(), bytes};
 }
 
-std::span<char> Container::AddWithStorage(std::string name, DType dtype,
-                                          std::vector<int64_t> shape, Buffer storage) {
+std::span<char> Container::AddWithStorage(std::string name, DType dtype, std::vector<int64_t> shape,
+                                          Buffer storage) {
   Record r{std::move(name), dtype, std::move(shape), {}, 0};
   auto owned = std::make_unique<Buffer>(std::move(storage));
   r.data = *owned;

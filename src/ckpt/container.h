@@ -62,11 +62,11 @@ struct RecordAllocator {
 using Buffer = std::basic_string<char, std::char_traits<char>, RecordAllocator<char>>;
 
 struct Record {
-  std::string name;             // unique in a container, e.g. "model/conv1.weight"
+  std::string name;  // unique in a container, e.g. "model/conv1.weight"
   DType dtype = DType::kU8;
-  std::vector<int64_t> shape;   // empty for a scalar
-  std::string_view data;        // numel * DTypeSize(dtype) bytes, little-endian
-  uint64_t checksum = 0;        // XXH3-64 of data (set by the writer and the reader)
+  std::vector<int64_t> shape;  // empty for a scalar
+  std::string_view data;       // numel * DTypeSize(dtype) bytes, little-endian
+  uint64_t checksum = 0;       // XXH3-64 of data (set by the writer and the reader)
 
   int64_t numel() const;
 };

@@ -92,15 +92,19 @@ Status PutTensor(Container* c, std::string name, const at::Tensor& t) {
 }
 
 Status TensorCapture::Put(std::string name, const at::Tensor& t) {
-  if (!t.defined() || !t.device().is_cpu() || !t.is_contiguous()) {
-    return PutTensor(c_, std::move(name), t);  // the same checks and errors
+  try {
+    if (!t.defined() || !t.device().is_cpu() || !t.is_contiguous()) {
+      return PutTensor(c_, std::move(name), t);  // the same checks and errors
+    }
+    SPOT_ASSIGN_OR_RETURN(DType dtype, FromScalarType(t.scalar_type()));
+    const auto* src = static_cast<const char*>(t.data_ptr());
+    std::span<char> dst = c_->AddUninitialized(std::move(name), dtype, t.sizes().vec());
+    if (!dst.empty()) copies_.push_back({src, dst.data(), dst.size()});
+    return Status::Ok();
+  } catch (const c10::Error& e) {  // e.g. a sparse tensor, which has no is_contiguous()
+    return InternalError(std::string("copying tensor into checkpoint: ") +
+                         e.what_without_backtrace());
   }
-  SPOT_ASSIGN_OR_RETURN(DType dtype, FromScalarType(t.scalar_type()));
-  std::span<char> dst = c_->AddUninitialized(std::move(name), dtype, t.sizes().vec());
-  if (!dst.empty()) {
-    copies_.push_back({static_cast<const char*>(t.data_ptr()), dst.data(), dst.size()});
-  }
-  return Status::Ok();
 }
 
 void TensorCapture::Finish() {

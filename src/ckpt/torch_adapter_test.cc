@@ -94,6 +94,7 @@ TEST(TorchAdapterTest, TensorCaptureMatchesPutTensor) {
   // The same refusals as PutTensor.
   EXPECT_FALSE(cap.Put("undefined", at::Tensor()).ok());
   EXPECT_FALSE(cap.Put("complex", at::randn({2}, at::kComplexFloat)).ok());
+  EXPECT_FALSE(cap.Put("sparse", at::eye(3).to_sparse()).ok());
 }
 
 }  // namespace

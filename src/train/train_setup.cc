@@ -44,7 +44,6 @@ void KeepActivationBuffersInHeap() {
   (void)done;
 }
 
-
 Result<TensorSet> LoadSplit(const TrainSpec& spec, Split split, int64_t limit) {
   auto set = LoadFashionMnist(spec.dataset_path, split);
   if (!set.ok()) {
