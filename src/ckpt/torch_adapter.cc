@@ -81,8 +81,8 @@ Status PutTensor(Container* c, std::string name, const at::Tensor& t) {
       std::memcpy(dst.data(), t.data_ptr(), dst.size());
     } else {
       at::Tensor view = at::from_blob(dst.data(), t.sizes(), t.options().requires_grad(false));
-      at::NoGradGuard no_grad;
-      view.copy_(t.detach());
+      at::NoGradGuard no_grad;  // copy_ from a parameter records no graph
+      view.copy_(t);
     }
     return Status::Ok();
   } catch (const c10::Error& e) {
