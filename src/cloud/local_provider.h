@@ -53,10 +53,9 @@ class LocalProvider final : public Provider {
   Status Terminate(const std::string& id, double now_s) override;
   std::vector<InstanceView> List() const override;
   std::vector<ProviderEvent> Poll(double now_s) override;
-
-  // Takes over a running instance recorded by an earlier controller. NotFound
-  // when its process is gone (it then counts as ended at `now_s`).
-  Status Adopt(const InstanceView& recorded, double now_s);
+  // Takes over a running instance recorded by an earlier controller: checks
+  // its pid still runs that instance and serves its metadata again.
+  Status Adopt(const InstanceView& recorded, double now_s) override;
 
   // Simulated second of the next reclaim of zone z at or after `from_s`
   // (-1: none within the traces).

@@ -23,6 +23,7 @@ struct InstanceSpec {
   std::string zone_name;  // "us-east-1a"
   std::string region;
   std::string instance_type;  // "p3.2xlarge"
+  double max_price = 0;       // spot bid in $/h; 0: none
 };
 
 // An instance is billed while it is kRunning, whether or not its process
@@ -71,6 +72,9 @@ class Provider {
   // Advances the provider's world to now_s: notices, reclaims and exits that
   // happened by then, in time order.
   virtual std::vector<ProviderEvent> Poll(double now_s) = 0;
+  // Takes over an instance recorded by an earlier controller process (after
+  // a restart). NotFound when it is gone (it then counts as ended at now_s).
+  virtual Status Adopt(const InstanceView& recorded, double now_s) = 0;
 };
 
 }  // namespace spot::cloud

@@ -11,26 +11,20 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
-#include <thread>
 
 #include "core/file_io.h"
 
 namespace spot::control {
 namespace {
 
+using fleet::PoolRef;
 using policy::InstanceKind;
 using policy::Placement;
 
 constexpr double kEps = 1e-9;
 
-double SystemWallNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-Placement ParsePlacement(const std::string& s) {
-  if (s == "od") return Placement::OnDemand();
-  if (s.rfind("spot:", 0) == 0) return Placement::Spot(std::stoi(s.substr(5)));
-  return Placement::Idle();
+PoolRef PoolOf(const InstanceRecord& r) {
+  return r.spot ? PoolRef::Spot(r.zone) : PoolRef::OnDemand(r.zone);
 }
 
 std::string NewInstanceId() {
@@ -39,18 +33,6 @@ std::string NewInstanceId() {
 }
 
 }  // namespace
-
-std::string PlacementName(const Placement& p) {
-  switch (p.kind) {
-    case InstanceKind::kSpot:
-      return fmt::format("spot:{}", p.zone);
-    case InstanceKind::kOnDemand:
-      return "od";
-    case InstanceKind::kIdle:
-      break;
-  }
-  return "idle";
-}
 
 std::string DecisionLogLine(const DecisionRecord& d) {
   nlohmann::json j = {{"tick", d.tick},
@@ -81,6 +63,9 @@ TrainingProgress ParseTrainingProgress(const std::string& text) {
   p.test_accuracy = j.value("test_accuracy", -1.0);
   p.world = j.value("world", 0);
   p.generation = j.value("generation", int64_t{0});
+  if (j.contains("fraction") && j["fraction"].is_number()) {
+    p.fraction = std::clamp(j["fraction"].get<double>(), 0.0, 1.0);
+  }
   p.json = text;
   return p;
 }
@@ -97,8 +82,7 @@ struct Controller::Impl {
   double compression = 1;
   int64_t start_tick = 0;
   JobState state = JobState::kPending;
-  Placement placement;  // the policy's model of where the job runs
-  int64_t entered_tick = 0;
+  std::unique_ptr<fleet::FleetModel> model;  // the policy's model of the fleet
   int64_t last_tick = -1;
   std::map<std::string, InstanceRecord> instances;  // every instance of the job
   std::atomic<bool> cancel{false};
@@ -119,38 +103,47 @@ struct Controller::Impl {
   double reconcile_us_sum = 0;
   int64_t reconcile_passes = 0;
 
-  double NowS() const { return (d.wall_now() - wall_epoch) * compression; }
-  bool Up(int z, int64_t abs) const {
-    return abs < ticks && d.zones[z]->available[abs] >= job.nodes;
-  }
-  double PricePerInstance(const InstanceRecord& r, int64_t abs) const {
-    if (!r.spot) return job.ondemand_price;
-    const market::Trace& t = *d.zones[r.zone];
-    if (!t.has_prices()) return 1.0;
-    return t.price[std::clamp<int64_t>(abs, 0, t.ticks() - 1)];
-  }
-  Placement Sanitize(Placement p, int64_t abs) const {
-    if (p.kind == InstanceKind::kOnDemand) return Placement::OnDemand();
-    if (p.kind == InstanceKind::kSpot && p.zone >= 0 && p.zone < static_cast<int>(d.zones.size()) &&
-        Up(p.zone, abs)) {
-      return p;
-    }
-    return Placement::Idle();
-  }
+  double WallNow() const { return d.clock->NowUnixS(); }
+  double NowS() const { return (WallNow() - wall_epoch) * compression; }
   double ProgressHours() const {
+    if (progress.fraction >= 0)
+      return std::min(job.compute_hours, job.compute_hours * progress.fraction);
     if (progress.total_steps <= 0) return 0;
     return std::min(job.compute_hours, job.compute_hours * static_cast<double>(progress.step) /
                                            static_cast<double>(progress.total_steps));
   }
-  double ChangeoverLeft(int64_t t) const {
-    if (placement.kind == InstanceKind::kIdle) return 0;
-    return std::max(0.0, job.changeover_hours - static_cast<double>(t - entered_tick) * h);
+  // The fleet the model holds, in the decision logs' spelling.
+  std::string HeldName() const {
+    return policy::FleetName(policy::FleetOf(model->instances(), job.nodes), job.nodes);
+  }
+  bool HoldsAny() const { return !policy::FleetOf(model->instances(), job.nodes).empty(); }
+  // The startup delay left of the gang the fleet is (0 when it is none).
+  double GangStartupLeft(const Placement& gang) const {
+    if (gang.kind == InstanceKind::kIdle) return 0;
+    double left = 0;
+    for (const fleet::Instance& i : model->instances()) {
+      if (i.state != fleet::InstanceState::kPreempted) left = std::max(left, i.startup_left_hours);
+    }
+    return left;
+  }
+  policy::Observation Observe(int64_t t, int64_t abs, double progress_hours, bool preempted) const {
+    const Placement current = policy::GangOf(model->instances(), job.nodes);
+    return {.tick = t,
+            .time_hours = static_cast<double>(t) * h,
+            .job = job,
+            .progress_hours = progress_hours,
+            .current = current,
+            .changeover_left_hours = GangStartupLeft(current),
+            .preempted_now = preempted,
+            .market = policy::MarketView(d.zones, abs, job.nodes),
+            .fleet = model->instances(),
+            .types = model->types()};
   }
 
   Status Event(double sim_s, const std::string& kind, const std::string& instance,
                const std::string& detail) {
     return d.store->AppendEvent(id, {.sim_s = sim_s,
-                                     .wall_unix_s = d.wall_now(),
+                                     .wall_unix_s = WallNow(),
                                      .kind = kind,
                                      .instance_id = instance,
                                      .detail = detail});
@@ -170,7 +163,7 @@ struct Controller::Impl {
   Status PollProvider(double now);
   Status ReconcileTick(int64_t t);
   Status EnsureFleet(double now);
-  Status Launch(double now);
+  Status Launch(const PoolRef& pool, double max_price, double now);
   Status TerminateInstance(InstanceRecord& r, double now, const std::string& why);
   Status Bill(double now);
   Status CheckReachable(double now);
@@ -183,7 +176,7 @@ Status Controller::Impl::Start(const std::string& spec_hash, bool* resumed) {
   SPOT_ASSIGN_OR_RETURN(std::optional<JobRecord> rec, d.store->GetJob(id));
   *resumed = false;
   if (!rec) {
-    wall_epoch = d.new_job_epoch_unix_s > 0 ? d.new_job_epoch_unix_s : d.wall_now();
+    wall_epoch = d.new_job_epoch_unix_s > 0 ? d.new_job_epoch_unix_s : WallNow();
     JobRecord j{.id = id,
                 .spec_path = spec.source,
                 .spec_hash = spec_hash,
@@ -214,26 +207,25 @@ Status Controller::Impl::Start(const std::string& spec_hash, bool* resumed) {
   return Resume();
 }
 
+// Rebuilds the model tick by tick from the log, and asks a fresh policy each
+// question again: a different answer is worth a warning (a policy that is not
+// a function of what it saw), never a different fleet.
 Status Controller::Impl::ReplayDecisions() {
   SPOT_ASSIGN_OR_RETURN(std::vector<DecisionRecord> log, d.store->Decisions(id));
   int mismatches = 0;
   for (const DecisionRecord& r : log) {
-    Placement cur = ParsePlacement(r.current);
+    (void)model->Reclaim(r.abs_tick);
     if (r.abs_tick < ticks) {
-      policy::Observation obs{.tick = r.tick,
-                              .time_hours = static_cast<double>(r.tick) * h,
-                              .job = job,
-                              .progress_hours = r.progress_hours,
-                              .current = cur,
-                              .changeover_left_hours = r.changeover_left_hours,
-                              .preempted_now = r.preempted,
-                              .market = policy::MarketView(d.zones, r.abs_tick, job.nodes)};
-      Placement again = Sanitize(d.policy->Decide(obs).target, r.abs_tick);
-      if (PlacementName(again) != r.target) ++mismatches;
+      fleet::FleetModel again = *model;
+      (void)again.Apply(
+          d.policy->Decide(Observe(r.tick, r.abs_tick, r.progress_hours, r.preempted)).fleet,
+          r.abs_tick);
+      if (policy::FleetName(policy::FleetOf(again.instances(), job.nodes), job.nodes) != r.target) {
+        ++mismatches;
+      }
     }
-    Placement target = ParsePlacement(r.target);
-    if (!(target == cur) && target.kind != InstanceKind::kIdle) entered_tick = r.tick;
-    placement = target;
+    (void)model->Apply(policy::ParseFleetName(r.target, job.nodes), r.abs_tick);
+    (void)model->RunTick(r.abs_tick, 0);
     last_tick = r.tick;
     if (r.preempted) ++out.preemptions;
     ++out.decisions;
@@ -273,7 +265,7 @@ Status Controller::Impl::Resume() {
                           .metadata_port = r.metadata_port,
                           .launched_s = r.launched_s,
                           .notice_s = noticed.count(r.id) ? noticed[r.id] : -1.0};
-    Status st = r.pid > 0 ? d.adopt(v, now) : NotFoundError("never started");
+    Status st = r.pid > 0 ? d.provider->Adopt(v, now) : NotFoundError("never started");
     if (st.ok()) {
       ++adopted;
       continue;
@@ -355,34 +347,25 @@ Status Controller::Impl::PollProvider(double now) {
 
 Status Controller::Impl::ReconcileTick(int64_t t) {
   const int64_t abs = start_tick + t;
-  bool preempted = false;
-  if (placement.kind == InstanceKind::kSpot && !Up(placement.zone, abs)) {
-    preempted = true;
-    placement = Placement::Idle();
-    ++out.preemptions;
-  }
+  const bool preempted = model->Reclaim(abs) > 0;  // none past the traces' end: capacity 0
+  if (preempted) ++out.preemptions;
   DecisionRecord rec{.tick = t,
                      .abs_tick = abs,
                      .progress_hours = ProgressHours(),
-                     .current = PlacementName(placement),
-                     .changeover_left_hours = ChangeoverLeft(t),
+                     .current = HeldName(),
                      .preempted = preempted};
-  Placement target;
+  std::vector<fleet::PoolTarget> target;
   if (abs < ticks) {
-    policy::Observation obs{.tick = t,
-                            .time_hours = static_cast<double>(t) * h,
-                            .job = job,
-                            .progress_hours = rec.progress_hours,
-                            .current = placement,
-                            .changeover_left_hours = rec.changeover_left_hours,
-                            .preempted_now = preempted,
-                            .market = policy::MarketView(d.zones, abs, job.nodes)};
-    target = Sanitize(d.policy->Decide(obs).target, abs);
+    const policy::Observation obs = Observe(t, abs, rec.progress_hours, preempted);
+    rec.changeover_left_hours = obs.changeover_left_hours;
+    target = d.policy->Decide(obs).fleet;
   } else {
-    target =
-        Placement::OnDemand();  // the market's records ended: finish on demand, as SpotSim does
+    // The market's records ended: finish on demand, as SpotSim does.
+    target = policy::GangDecision(Placement::OnDemand(), job.nodes).fleet;
   }
-  rec.target = PlacementName(target);
+  const bool launched = model->Apply(target, abs) > 0;
+  (void)model->RunTick(abs, 0);  // startup delays; progress and money are measured
+  rec.target = HeldName();
   SPOT_RETURN_IF_ERROR(d.store->AppendDecision(id, rec));
   ++out.decisions;
   if (decision_log) {
@@ -393,33 +376,29 @@ Status Controller::Impl::ReconcileTick(int64_t t) {
   if (preempted) {
     SPOT_RETURN_IF_ERROR(SetState(JobState::kRecovering, "spot capacity lost", sim_s));
   }
-  if (!(target == placement)) {
-    if (target.kind != InstanceKind::kIdle) {
-      entered_tick = t;
-      step_at_placement = progress.step;
-      if (state != JobState::kRecovering) {
-        SPOT_RETURN_IF_ERROR(SetState(JobState::kProvisioning, "moving to " + rec.target, sim_s));
-      }
-    } else if (state == JobState::kRunning || state == JobState::kPending) {
-      SPOT_RETURN_IF_ERROR(SetState(JobState::kProvisioning, "waiting for capacity", sim_s));
+  if (launched) {
+    step_at_placement = progress.step;
+    if (state != JobState::kRecovering) {
+      SPOT_RETURN_IF_ERROR(SetState(JobState::kProvisioning, "moving to " + rec.target, sim_s));
     }
-    placement = target;
-  } else if (state == JobState::kPending && target.kind == InstanceKind::kIdle) {
+  } else if (!HoldsAny() && (state == JobState::kRunning || state == JobState::kPending)) {
     SPOT_RETURN_IF_ERROR(SetState(JobState::kProvisioning, "waiting for capacity", sim_s));
   }
   return Status::Ok();
 }
 
-Status Controller::Impl::Launch(double now) {
-  const bool spot = placement.kind == InstanceKind::kSpot;
-  InstanceRecord r{.id = NewInstanceId(),
-                   .job_id = id,
-                   .zone = spot ? placement.zone : -1,
-                   .zone_name = spot ? d.zones[placement.zone]->pool.zone : "on-demand",
-                   .instance_type = spec.resources.instance_type,
-                   .spot = spot,
-                   .launched_s = now,
-                   .billed_until_s = now};
+Status Controller::Impl::Launch(const PoolRef& pool, double max_price, double now) {
+  const bool spot = pool.spot();
+  const bool typed = !d.types.empty() && !model->Type(pool).instance_type.empty();
+  InstanceRecord r{
+      .id = NewInstanceId(),
+      .job_id = id,
+      .zone = pool.zone,
+      .zone_name = pool.zone >= 0 ? d.zones[pool.zone]->pool.zone : "on-demand",
+      .instance_type = typed ? model->Type(pool).instance_type : spec.resources.instance_type,
+      .spot = spot,
+      .launched_s = now,
+      .billed_until_s = now};
   // Recorded before it exists: a controller killed during the launch finds it.
   SPOT_RETURN_IF_ERROR(d.store->PutInstance(r));
   instances[r.id] = r;
@@ -428,7 +407,8 @@ Status Controller::Impl::Launch(double now) {
                                .spot = spot,
                                .zone_name = r.zone_name,
                                .region = spec.resources.region,
-                               .instance_type = r.instance_type},
+                               .instance_type = r.instance_type,
+                               .max_price = max_price},
                               now);
   InstanceRecord& rec = instances[r.id];
   if (!v.ok()) {
@@ -446,34 +426,40 @@ Status Controller::Impl::Launch(double now) {
                fmt::format("{} {} pid {}", spot ? "spot" : "on-demand", r.zone_name, v->pid));
 }
 
+// Makes the provider's instances match the model's fleet, pool by pool.
 Status Controller::Impl::EnsureFleet(double now) {
-  int live = 0;
+  std::map<PoolRef, int> want;
+  std::map<PoolRef, double> bid;
+  for (const fleet::Instance& i : model->instances()) {
+    if (i.state == fleet::InstanceState::kPreempted) continue;
+    ++want[i.pool];
+    bid[i.pool] = i.max_price;
+  }
   for (auto& [iid, r] : instances) {
     if (r.ended_s) continue;
-    const bool wanted =
-        (placement.kind == InstanceKind::kSpot && r.spot && r.zone == placement.zone) ||
-        (placement.kind == InstanceKind::kOnDemand && !r.spot);
-    if (!wanted || live >= job.nodes) {
-      SPOT_RETURN_IF_ERROR(
-          TerminateInstance(r, now, "not in the fleet of " + PlacementName(placement)));
+    auto it = want.find(PoolOf(r));
+    if (it == want.end() || it->second == 0) {
+      SPOT_RETURN_IF_ERROR(TerminateInstance(r, now, "not in the fleet of " + HeldName()));
     } else {
-      ++live;
+      --it->second;
     }
   }
-  if (placement.kind == InstanceKind::kIdle) return Status::Ok();
+  if (want.empty()) return Status::Ok();
   if (failures_since_progress > 3 * job.nodes + 3) {
     return UnavailableError(fmt::format(
         "{} instance launches or workers failed without training progress{}",
         failures_since_progress, last_failure.empty() ? "" : "; the last one: " + last_failure));
   }
-  for (; live < job.nodes; ++live) SPOT_RETURN_IF_ERROR(Launch(now));
+  for (const auto& [pool, missing] : want) {
+    for (int k = 0; k < missing; ++k) SPOT_RETURN_IF_ERROR(Launch(pool, bid[pool], now));
+  }
   return Status::Ok();
 }
 
 // A worker whose process runs but is not heard from (stopped, hung, cut off)
 // holds a billed instance and no share of the work: replace it.
 Status Controller::Impl::CheckReachable(double now) {
-  const double wall = d.wall_now();
+  const double wall = WallNow();
   if (!d.is_alive || wall - last_liveness_check_wall < 1) return Status::Ok();
   last_liveness_check_wall = wall;
   std::map<std::string, bool> process_running;
@@ -516,7 +502,7 @@ Status Controller::Impl::Bill(double now) {
     for (double from = r.billed_until_s; from < until - kEps;) {
       const int64_t tick = static_cast<int64_t>(std::floor(from / gap_s + kEps));
       const double to = std::min(static_cast<double>(tick + 1) * gap_s, until);
-      const double price = PricePerInstance(r, start_tick + tick);
+      const double price = model->Price(PoolOf(r), start_tick + tick);
       rows.push_back({.instance_id = r.id,
                       .from_s = from,
                       .to_s = to,
@@ -538,40 +524,38 @@ Status Controller::Impl::Finish(JobState to, const std::string& message, double 
   SPOT_RETURN_IF_ERROR(SetState(to, message, now));
   // Leave no process behind: the provider's Poll sends SIGKILL once a
   // terminated process outlives its grace.
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::duration<double>(spec.controller.terminate_grace_s + 2);
-  while (std::chrono::steady_clock::now() < until) {
+  const double until = d.clock->MonotonicS() + spec.controller.terminate_grace_s + 2;
+  while (d.clock->MonotonicS() < until) {
     (void)d.provider->Poll(now);
     bool running = false;
     for (const cloud::InstanceView& v : d.provider->List()) running |= v.process_running;
     if (!running) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    d.clock->SleepFor(0.02);
   }
   out.message = message;
   return Status::Ok();
 }
 
 void Controller::Impl::StatusLine(double now) {
-  if (!d.status_line || d.wall_now() - last_status_wall < d.status_interval_s) return;
-  last_status_wall = d.wall_now();
+  if (!d.status_line || WallNow() - last_status_wall < d.status_interval_s) return;
+  last_status_wall = WallNow();
   int live = 0;
   for (const auto& [iid, r] : instances) live += r.ended_s ? 0 : 1;
-  std::string where = placement.kind == InstanceKind::kSpot
-                          ? "spot " + d.zones[placement.zone]->pool.zone
-                      : placement.kind == InstanceKind::kOnDemand ? "on-demand"
-                                                                  : "idle";
+  const Placement gang = policy::GangOf(model->instances(), job.nodes);
+  std::string where = gang.kind == InstanceKind::kSpot ? "spot " + d.zones[gang.zone]->pool.zone
+                      : gang.kind == InstanceKind::kOnDemand ? "on-demand"
+                                                             : HeldName();
   d.status_line(fmt::format("{:6.2f} h | {} | {} x{} | step {}/{} | ${:.2f} | preemptions {}",
                             now / 3600, JobStateName(state), where, live, progress.step,
                             progress.total_steps, billed_usd, out.preemptions));
 }
 
 Result<JobOutcome> Controller::Impl::Loop() {
-  const auto interval = std::chrono::duration<double>(spec.controller.reconcile_interval_s);
   while (true) {
     const auto pass_start = std::chrono::steady_clock::now();
     const double now = NowS();
     // Progress first: a worker that exits after finishing has written it.
-    TrainingProgress p = ReadTrainingProgress(d.progress_path);
+    TrainingProgress p = d.read_progress();
     if (p.known) {
       // Progress is new steps, not a restart redoing old ones.
       if (p.step > max_step_seen) failures_since_progress = 0;
@@ -613,17 +597,16 @@ Result<JobOutcome> Controller::Impl::Loop() {
         break;
       }
     }
-    if ((state == JobState::kProvisioning || state == JobState::kRecovering) &&
-        placement.kind != InstanceKind::kIdle && progress.step > step_at_placement &&
-        progress.world > 0) {
+    if ((state == JobState::kProvisioning || state == JobState::kRecovering) && HoldsAny() &&
+        progress.step > step_at_placement && progress.world > 0) {
       SPOT_RETURN_IF_ERROR(SetState(JobState::kRunning,
                                     fmt::format("training at step {} on {} "
                                                 "workers",
                                                 progress.step, progress.world),
                                     now));
     }
-    if (progress.known && d.wall_now() - last_progress_put_wall >= 1) {
-      last_progress_put_wall = d.wall_now();
+    if (progress.known && WallNow() - last_progress_put_wall >= 1) {
+      last_progress_put_wall = WallNow();
       SPOT_RETURN_IF_ERROR(d.store->PutValue(id, "progress", progress.json));
     }
     StatusLine(now);
@@ -634,7 +617,7 @@ Result<JobOutcome> Controller::Impl::Loop() {
     if (d.on_reconcile) d.on_reconcile(us / 1e6);
     out.reconcile_us_max = std::max(out.reconcile_us_max, us);
     ++reconcile_passes;
-    std::this_thread::sleep_for(interval);
+    d.clock->SleepFor(spec.controller.reconcile_interval_s);
   }
   if (progress.known) (void)d.store->PutValue(id, "progress", progress.json);
   return out;
@@ -644,7 +627,10 @@ Controller::Controller(const RunSpec& spec, ControllerDeps deps) : impl_(std::ma
   Impl& m = *impl_;
   m.spec = spec;
   m.d = std::move(deps);
-  if (!m.d.wall_now) m.d.wall_now = SystemWallNow;
+  if (!m.d.clock) m.d.clock = RealClock();
+  if (!m.d.read_progress) {
+    m.d.read_progress = [path = m.d.progress_path] { return ReadTrainingProgress(path); };
+  }
   m.job = ToPolicyJob(spec);
   m.gap_s = m.d.zones.empty() ? 1 : m.d.zones[0]->gap_seconds;
   m.h = m.gap_s / 3600.0;
@@ -665,8 +651,17 @@ Status Controller::RequestCancel() {
 
 Result<JobOutcome> Controller::Run(const std::string& spec_hash) {
   Impl& m = *impl_;
-  m.start_wall = m.d.wall_now();
+  m.start_wall = m.WallNow();
   if (m.d.zones.empty()) return InvalidArgumentError("the job has no market zones");
+  if (!m.d.types.empty() && m.d.types.size() != m.d.zones.size() + 1) {
+    return InvalidArgumentError(fmt::format(
+        "{}: {} instance types for {} zones (one per zone and the reference type expected)",
+        m.spec.source, m.d.types.size(), m.d.zones.size()));
+  }
+  m.model = std::make_unique<fleet::FleetModel>(
+      m.d.zones,
+      m.d.types.empty() ? fleet::UniformTypes(m.d.zones, m.job.ondemand_price) : m.d.types,
+      policy::ToFleetJob(m.job));
   if (m.start_tick >= m.ticks) {
     return InvalidArgumentError(fmt::format("{}: market.start_tick {} is past the traces' {} ticks",
                                             m.spec.source, m.start_tick, m.ticks));
@@ -698,7 +693,7 @@ Result<JobOutcome> Controller::Run(const std::string& spec_hash) {
   SPOT_ASSIGN_OR_RETURN(std::vector<InstanceRecord> all, m.d.store->Instances(m.id, false));
   for (const InstanceRecord& r : all) end_s = std::max(end_s, r.ended_s.value_or(r.billed_until_s));
   out.sim_hours = end_s / 3600;
-  out.wall_seconds = m.d.wall_now() - m.start_wall;
+  out.wall_seconds = m.WallNow() - m.start_wall;
   out.reconcile_us_mean = m.reconcile_passes ? m.reconcile_us_sum / m.reconcile_passes : 0;
   return out;
 }

@@ -11,11 +11,17 @@
 // the decisions into a fresh policy (checking that it answers the same), and
 // goes on without a gap or a double count in the ledger.
 //
-// The policy's model of the job (docs/spotsim.md) is kept tick for tick:
-// a spot gang is lost at the tick its zone's capacity drops below the gang,
-// entering an instance costs `changeover_hours` of the policy's time, asking
-// for spot without capacity is idle. Progress is measured: committed steps /
-// total steps x compute_hours.
+// The policy's model of the job is the fleet model SpotSim runs
+// (fleet/fleet.h), kept tick for tick: the market takes spot instances back
+// where their pool's capacity falls below what the fleet holds, a launched
+// instance costs `changeover_hours` of the policy's time, the fleet holds what
+// the market gives. The provider's instances are made to match the model's
+// pool by pool. Progress is measured: committed steps / total steps x
+// compute_hours (or the fraction the training reports).
+//
+// Time comes from the injected Clock: with a ManualClock the loop runs in
+// virtual time (each pass's sleep advances it), so a test can drive a job of
+// days through the real store and ledger in seconds.
 #pragma once
 
 #include <atomic>
@@ -29,6 +35,8 @@
 #include "cloud/provider.h"
 #include "control/job_store.h"
 #include "control/run_spec.h"
+#include "core/clock.h"
+#include "fleet/fleet.h"
 #include "market/trace.h"
 #include "policy/policy.h"
 
@@ -45,7 +53,8 @@ struct TrainingProgress {
   double test_accuracy = -1;
   int world = 0;
   int64_t generation = 0;
-  std::string json;  // as read, for the API
+  double fraction = -1;  // of the job done, when the training reports it; -1: step / total
+  std::string json;      // as read, for the API
 };
 // Parses the progress JSON; `known` false when it is not a JSON object.
 TrainingProgress ParseTrainingProgress(const std::string& text);
@@ -56,14 +65,19 @@ struct ControllerDeps {
   JobStore* store = nullptr;
   cloud::Provider* provider = nullptr;
   std::vector<const market::Trace*> zones;  // the job's market (the provider's too)
+  // Catalog facts per zone, then the job's reference type (fleet::FleetModel);
+  // empty: every zone is the reference type at the job's on-demand price.
+  std::vector<fleet::TypeFacts> types;
   std::unique_ptr<policy::Policy> policy;
+  // Time (wall and monotonic) and waiting; null: the real clock.
+  Clock* clock = nullptr;
   // Wall time of simulated time 0 for a job this controller creates (the
   // provider's clock must be the same); 0: now. A resumed job keeps its own.
   double new_job_epoch_unix_s = 0;
-  std::string progress_path;      // the training's progress JSON
+  std::string progress_path;  // the training's progress JSON
+  // Reads the training's progress; unset: ReadTrainingProgress(progress_path).
+  std::function<TrainingProgress()> read_progress;
   std::string decision_log_path;  // JSON lines, one per tick ("" = none)
-  // Takes over an instance recorded by an earlier controller process.
-  std::function<Status(const cloud::InstanceView&, double now_s)> adopt;
   // An instance ended (the launcher may tell the rendezvous at once).
   std::function<void(const std::string& instance_id)> on_instance_gone;
   // Whether the instance's worker is heard from (its rendezvous heartbeat).
@@ -75,8 +89,6 @@ struct ControllerDeps {
   double startup_grace_s = 120;
   // The last error an instance's worker reported (its log), for messages.
   std::function<std::string(const std::string& instance_id)> last_error;
-  // Wall clock (Unix seconds); tests may slow or speed it.
-  std::function<double()> wall_now;
   // Called about every `status_interval_s` of wall time with a one-line status.
   std::function<void(const std::string&)> status_line;
   double status_interval_s = 5;
@@ -117,8 +129,6 @@ class Controller {
   std::unique_ptr<Impl> impl_;
 };
 
-// "idle", "spot:Z", "od": the decision logs' spelling of a placement.
-std::string PlacementName(const policy::Placement& p);
 // One JSON line of a decision log (the same for `spot sim run --decision-log`).
 std::string DecisionLogLine(const DecisionRecord& d);
 

@@ -147,6 +147,9 @@ class CrashingProvider final : public cloud::Provider {
     if (armed_) throw SimulatedCrash{};
     return inner_->Poll(now_s);
   }
+  Status Adopt(const cloud::InstanceView& v, double now_s) override {
+    return inner_->Adopt(v, now_s);
+  }
 
  private:
   cloud::Provider* inner_;
@@ -237,9 +240,6 @@ class ControllerTest : public ::testing::Test {
     d.zones = zones_;
     d.policy = std::move(policy).value();
     d.progress_path = progress_path_;
-    d.adopt = [local](const cloud::InstanceView& v, double now_s) {
-      return local->Adopt(v, now_s);
-    };
     return d;
   }
 
@@ -401,7 +401,8 @@ TEST_F(ControllerTest, GreedyDecisionsMatchSpotSim) {
     const DecisionRecord& d = (*decisions)[t];
     const sim::TickRecord& s = sim.timeline[t];
     ASSERT_EQ(d.tick, static_cast<int64_t>(t));
-    EXPECT_EQ(d.target, PlacementName(s.placement)) << "tick " << t;
+    EXPECT_EQ(d.target, s.fleet) << "tick " << t;
+    EXPECT_EQ(d.current, s.current) << "tick " << t;
     EXPECT_EQ(d.preempted, s.preempted) << "tick " << t;
     if (t > 0 && d.target != (*decisions)[t - 1].target) ++moves;
   }

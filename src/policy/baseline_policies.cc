@@ -8,7 +8,7 @@ namespace {
 class OnDemandPolicy final : public Policy {
  public:
   std::string_view name() const override { return "od"; }
-  Decision Decide(const Observation&) override { return {Placement::OnDemand()}; }
+  Decision Decide(const Observation& obs) override { return obs.Gang(Placement::OnDemand()); }
 };
 
 class GreedyPolicy final : public Policy {
@@ -16,9 +16,9 @@ class GreedyPolicy final : public Policy {
   std::string_view name() const override { return "greedy"; }
   void Start(const JobStart&) override { net_.Reset(); }
   Decision Decide(const Observation& obs) override {
-    if (net_.Engaged(obs)) return {Placement::OnDemand()};
+    if (net_.Engaged(obs)) return obs.Gang(Placement::OnDemand());
     int z = PickSpotZone(obs);
-    return {z >= 0 ? Placement::Spot(z) : Placement::Idle()};
+    return obs.Gang(z >= 0 ? Placement::Spot(z) : Placement::Idle());
   }
 
  private:

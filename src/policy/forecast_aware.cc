@@ -64,18 +64,19 @@ class ForecastUpPolicy final : public Policy {
 
   Decision Decide(const Observation& obs) override {
     UpdateAges(obs);
-    if (net_.Engaged(obs)) return {Placement::OnDemand()};
+    if (net_.Engaged(obs)) return obs.Gang(Placement::OnDemand());
     const double p = obs.progress_hours, t = obs.time_hours;
     const bool on_od = obs.current.kind == InstanceKind::kOnDemand;
     if (on_od && p < ExpectedProgress(obs.job, t + 2 * obs.job.changeover_hours)) {
-      return {Placement::OnDemand()};
+      return obs.Gang(Placement::OnDemand());
     }
     int z = ChooseZone(obs);
     bool on_spot = obs.current.kind == InstanceKind::kSpot;
-    if (z >= 0 && !on_spot && WaitForDrop(obs, z)) return {Placement::Idle()};
-    if (z >= 0) return {Placement::Spot(z)};
-    if (p < ExpectedProgress(obs.job, t) && !SpotLikelySoon(obs)) return {Placement::OnDemand()};
-    return {Placement::Idle()};
+    if (z >= 0 && !on_spot && WaitForDrop(obs, z)) return obs.Gang(Placement::Idle());
+    if (z >= 0) return obs.Gang(Placement::Spot(z));
+    if (p < ExpectedProgress(obs.job, t) && !SpotLikelySoon(obs))
+      return obs.Gang(Placement::OnDemand());
+    return obs.Gang(Placement::Idle());
   }
 
  private:

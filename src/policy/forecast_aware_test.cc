@@ -55,9 +55,9 @@ TEST_F(ForecastUp, WeighsPriceAgainstTheChanceOfPreemption) {
          MakeTrace(3600, Runs(30, 4, 1), std::vector<double>(125, 0.9))});
   };
   market(0.89);
-  EXPECT_EQ(DecideAt(120, Placement::Idle()).target, Placement::Spot(1));
+  EXPECT_EQ(testing::TargetOf(DecideAt(120, Placement::Idle())), Placement::Spot(1));
   market(0.5);
-  EXPECT_EQ(DecideAt(120, Placement::Idle()).target, Placement::Spot(0));
+  EXPECT_EQ(testing::TargetOf(DecideAt(120, Placement::Idle())), Placement::Spot(0));
 }
 
 TEST_F(ForecastUp, WaitsForSpotPredictedToReturn) {
@@ -69,16 +69,16 @@ TEST_F(ForecastUp, WaitsForSpotPredictedToReturn) {
   a.insert(a.end(), {1, 0, 0});
   Use({MakeTrace(3600, a)});
   const int64_t now = static_cast<int64_t>(a.size()) - 1;
-  EXPECT_EQ(DecideAt(now, Placement::Idle(), 0, 4).target, Placement::Idle());
-  EXPECT_EQ(DecideAt(now, Placement::Idle(), 0, 28.5).target, Placement::OnDemand());
+  EXPECT_EQ(testing::TargetOf(DecideAt(now, Placement::Idle(), 0, 4)), Placement::Idle());
+  EXPECT_EQ(testing::TargetOf(DecideAt(now, Placement::Idle(), 0, 28.5)), Placement::OnDemand());
 }
 
 TEST_F(ForecastUp, MovesBeforeAPredictedPreemption) {
   // Zone 0's runs always last exactly 4 h; the current one is 4 h old. Zone 1
   // lives 30 h. On spot in zone 0 it moves; a fresh zone 0 run it keeps.
   Use({MakeTrace(3600, Runs(4, 24, 4)), MakeTrace(3600, Runs(30, 3, 31))});
-  EXPECT_EQ(DecideAt(123, Placement::Spot(0)).target, Placement::Spot(1));
-  EXPECT_EQ(DecideAt(121, Placement::Spot(0)).target, Placement::Spot(0));
+  EXPECT_EQ(testing::TargetOf(DecideAt(123, Placement::Spot(0))), Placement::Spot(1));
+  EXPECT_EQ(testing::TargetOf(DecideAt(121, Placement::Spot(0))), Placement::Spot(0));
 }
 
 TEST_F(ForecastUp, WaitsForAPredictedPriceDropOnlyWhenAhead) {
@@ -89,18 +89,18 @@ TEST_F(ForecastUp, WaitsForAPredictedPriceDropOnlyWhenAhead) {
   Use({MakeTrace(3600, std::vector<int32_t>(24 * days, 1), price)});
   const int64_t now = 24 * 8 + 1;  // hour 1 of a day: the price drops within 6 h
   // Ahead of the line by more than 6 h of waiting: idle.
-  EXPECT_EQ(DecideAt(now, Placement::Idle(), 5, 1).target, Placement::Idle());
+  EXPECT_EQ(testing::TargetOf(DecideAt(now, Placement::Idle(), 5, 1)), Placement::Idle());
   // On the line: no time to wait, spot now.
-  EXPECT_EQ(DecideAt(now, Placement::Idle(), 0.25, 1).target, Placement::Spot(0));
+  EXPECT_EQ(testing::TargetOf(DecideAt(now, Placement::Idle(), 0.25, 1)), Placement::Spot(0));
   // Without prices it never waits.
   Use({MakeTrace(3600, std::vector<int32_t>(24 * days, 1))});
-  EXPECT_EQ(DecideAt(now, Placement::Idle(), 5, 1).target, Placement::Spot(0));
+  EXPECT_EQ(testing::TargetOf(DecideAt(now, Placement::Idle(), 5, 1)), Placement::Spot(0));
 }
 
 TEST_F(ForecastUp, SafetyNetIsUps) {
   Use({MakeTrace(3600, std::vector<int32_t>(100, 1))});
   // R = 40 - 30 = 10 < W + 2d = 10 + 0.4: on-demand.
-  EXPECT_EQ(DecideAt(50, Placement::Idle(), 0, 30).target, Placement::OnDemand());
+  EXPECT_EQ(testing::TargetOf(DecideAt(50, Placement::Idle(), 0, 30)), Placement::OnDemand());
 }
 
 }  // namespace

@@ -37,25 +37,25 @@ class HazardUpPolicy final : public Policy {
   Decision Decide(const Observation& obs) override {
     UpdateAges(obs);
     const double d = obs.job.changeover_hours;
-    if (net_.Engaged(obs)) return {Placement::OnDemand()};
+    if (net_.Engaged(obs)) return obs.Gang(Placement::OnDemand());
     if (scarce_) {  // wait for spot; the net above finishes on on-demand
       int z = ChooseZone(obs);
-      return {z >= 0 ? Placement::Spot(z) : Placement::Idle()};
+      return obs.Gang(z >= 0 ? Placement::Spot(z) : Placement::Idle());
     }
     const double p = obs.progress_hours;
     bool on_od = obs.current.kind == InstanceKind::kOnDemand;
     if (on_od && p < ExpectedProgress(obs.job, obs.time_hours + 2 * d)) {
-      return {Placement::OnDemand()};
+      return obs.Gang(Placement::OnDemand());
     }
     int z = ChooseZone(obs);
     if (z >= 0) {
       bool careful = on_od || passed_[z];
       if (!careful && opt_.check_from_idle) careful = obs.current.kind != InstanceKind::kSpot;
-      if (!careful || WorthLeaving(obs, z, on_od)) return {Placement::Spot(z)};
+      if (!careful || WorthLeaving(obs, z, on_od)) return obs.Gang(Placement::Spot(z));
       passed_[z] = true;
     }
-    if (p < ExpectedProgress(obs.job, obs.time_hours)) return {Placement::OnDemand()};
-    return {Placement::Idle()};
+    if (p < ExpectedProgress(obs.job, obs.time_hours)) return obs.Gang(Placement::OnDemand());
+    return obs.Gang(Placement::Idle());
   }
 
  private:
@@ -84,8 +84,8 @@ class HazardUpPolicy final : public Policy {
   bool WorthLeaving(const Observation& obs, int z, bool from_od) const {
     double k = obs.job.ondemand_price, ps = obs.market.PriceNow(z);
     if (ps >= k) return false;
-    double breakeven = opt_.breakeven_scale * (from_od ? 2 : 1) * k *
-                       obs.job.changeover_hours / (k - ps);
+    double breakeven =
+        opt_.breakeven_scale * (from_od ? 2 : 1) * k * obs.job.changeover_hours / (k - ps);
     return ResidualHours(obs, z) > breakeven;
   }
 

@@ -7,21 +7,32 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "fleet/fleet.h"
 #include "market/trace.h"
 
 namespace spot::policy {
 
 // The job being scheduled.
 struct JobSpec {
-  double compute_hours = 48;     // C: hours of work on one (gang of) instance(s), > 0
-  double deadline_hours = 60;    // D: hours after the job's start, >= C
-  double changeover_hours = 0.2; // d: hours lost (billed, no progress) entering an instance
-  int nodes = 1;                 // N: instances run as a gang; spot usable when count >= N
-  double ondemand_price = 3.0;   // k: $ per hour per on-demand instance
+  double compute_hours = 48;      // C: hours of work on one (gang of) instance(s), > 0
+  double deadline_hours = 60;     // D: hours after the job's start, >= C
+  double changeover_hours = 0.2;  // d: hours lost (billed, no progress) entering an instance
+  int nodes = 1;                  // N: instances run as a gang; spot usable when count >= N
+  double ondemand_price = 3.0;    // k: $ per hour per on-demand instance
+  // Ready instances below which the job makes no progress; 0: nodes (a gang).
+  int min_nodes = 0;
+  // Heterogeneous instances' throughputs add up (the elastic trainer's
+  // batch balancing); false: every instance runs at the slowest one's pace.
+  bool balanced = true;
 };
+
+// The job as the fleet model (fleet/fleet.h) sees it.
+fleet::FleetJob ToFleetJob(const JobSpec& job);
 
 enum class InstanceKind : uint8_t { kIdle = 0, kSpot = 1, kOnDemand = 2 };
 
@@ -77,35 +88,57 @@ class MarketView {
   int nodes_ = 1;
 };
 
-// Everything a policy may know at the start of a tick.
-struct Observation {
-  int64_t tick = 0;            // ticks since the job started
-  double time_hours = 0;       // = tick * gap hours
-  JobSpec job;
-  double progress_hours = 0;   // compute-hours done (kept across preemptions)
-  Placement current;           // after any preemption at this tick
-  double changeover_left_hours = 0;  // of the current instance's changeover
-  bool preempted_now = false;  // the spot instance was lost at this tick
-  MarketView market;
-
-  double remaining_work() const { return job.compute_hours - progress_hours; }
-  double remaining_time() const { return job.deadline_hours - time_hours; }
-};
-
-// A policy's answer: where the job should run during this tick. Asking for
-// spot in a zone without capacity is treated as idle by the simulator.
+// A policy's answer: the fleet to hold during this tick, as a target per
+// pool (pools not named hold nothing), and whether to checkpoint now. Asking
+// for more spot than a pool has, or for spot above the bid, gets what the
+// market gives (fleet/fleet.h); a pool below its `min_count` holds nothing.
 struct Decision {
-  Placement target;
+  std::vector<fleet::PoolTarget> fleet;
+  bool checkpoint_now = false;
   bool operator==(const Decision&) const = default;
 };
 
-// The decision as a fleet, the form the live controller reconciles against:
-// how many spot and on-demand instances to hold in each pool.
-struct PoolTarget {
-  int zone = -1;  // -1: on-demand, placed by the provider
-  int spot = 0;
-  int on_demand = 0;
+// The gang form of a decision: the job's N nodes all in one place (min_count
+// N), nothing for Idle. Today's single-placement policies answer this way.
+Decision GangDecision(const Placement& p, int nodes);
+// The placement a fleet target is, when it is a gang of `nodes` (or empty:
+// Idle); nullopt for any other fleet.
+std::optional<Placement> AsGang(std::span<const fleet::PoolTarget> fleet, int nodes);
+// Where a fleet of instances runs as a gang: spot in zone z or on-demand when
+// it is exactly `nodes` live instances in one such pool, else Idle.
+Placement GangOf(std::span<const fleet::Instance> instances, int nodes);
+// "idle", "spot:Z", "od" for gangs (the decision logs' spelling); otherwise
+// the pools joined by '+', e.g. "spot:0=3+od:-1=1" ("@price" for a bid).
+std::string PlacementName(const Placement& p);
+std::string FleetName(std::span<const fleet::PoolTarget> fleet, int nodes);
+// The inverse of FleetName (and PlacementName); InvalidArgument-free: an
+// unparseable name is empty (idle). Counts of a gang name are `nodes`.
+std::vector<fleet::PoolTarget> ParseFleetName(const std::string& name, int nodes);
+// The fleet target that holds what `instances` are now (live ones).
+std::vector<fleet::PoolTarget> FleetOf(std::span<const fleet::Instance> instances, int nodes);
+
+// Everything a policy may know at the start of a tick.
+struct Observation {
+  int64_t tick = 0;       // ticks since the job started
+  double time_hours = 0;  // = tick * gap hours
+  JobSpec job;
+  double progress_hours = 0;         // compute-hours done (kept across preemptions)
+  Placement current;                 // the fleet as a gang, after any preemption at this tick
+  double changeover_left_hours = 0;  // of the current gang's changeover
+  bool preempted_now = false;        // the market took instances back at this tick
+  MarketView market;
+  // Every instance held now, with its state; those the market took back at
+  // this tick are listed as kPreempted. Empty where the driver keeps no fleet.
+  std::span<const fleet::Instance> fleet;
+  // Catalog facts per zone of `market`, then the job's reference type (the
+  // on-demand pool of zone -1). Empty where unknown: then every zone is the
+  // reference type at job.ondemand_price.
+  std::span<const fleet::TypeFacts> types;
+
+  double remaining_work() const { return job.compute_hours - progress_hours; }
+  double remaining_time() const { return job.deadline_hours - time_hours; }
+  // The gang decision for this job (see GangDecision).
+  Decision Gang(const Placement& p) const { return GangDecision(p, job.nodes); }
 };
-std::vector<PoolTarget> ToFleet(const Decision& d, const JobSpec& job);
 
 }  // namespace spot::policy

@@ -56,8 +56,9 @@ class DpSolver {
     return f_.zones[g - 1]->available[f_.start_tick + t] >= job_.nodes;
   }
   double Price(int g, int64_t t) const {
-    double p = g == Z_ + 1 ? job_.ondemand_price
-               : f_.zones[g - 1]->has_prices() ? f_.zones[g - 1]->price[f_.start_tick + t] : 1.0;
+    double p = g == Z_ + 1                     ? job_.ondemand_price
+               : f_.zones[g - 1]->has_prices() ? f_.zones[g - 1]->price[f_.start_tick + t]
+                                               : 1.0;
     return p * job_.nodes;
   }
   Placement PlacementOf(int g) const {
@@ -134,7 +135,7 @@ void DpSolver::Step(int64_t t) {
     }
     if (m1 < 0) continue;
     if (d + K_ <= S_) Relax(t, 0, d + K_, b1, m1);  // idle
-    for (int g = 1; g <= Z_ + 1; ++g) {              // enter another instance
+    for (int g = 1; g <= Z_ + 1; ++g) {             // enter another instance
       if (g <= Z_ && !SpotUp(g, t)) continue;
       bool other = g1 != g;
       if (other || m2 >= 0) Run(t, g, 0, d, other ? b1 : b2, other ? m1 : m2);
@@ -194,9 +195,9 @@ class OmniscientPolicy final : public Policy {
   }
   Decision Decide(const Observation& obs) override {
     if (!plan_.feasible || obs.tick >= static_cast<int64_t>(plan_.placements.size())) {
-      return {Placement::OnDemand()};  // no schedule meets the deadline: finish soonest
+      return obs.Gang(Placement::OnDemand());  // no schedule meets the deadline: finish soonest
     }
-    return {plan_.placements[obs.tick]};
+    return obs.Gang(plan_.placements[obs.tick]);
   }
 
  private:

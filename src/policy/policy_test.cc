@@ -27,14 +27,48 @@ TEST(Registry, BuiltinsByName) {
   EXPECT_TRUE((*r.Create("omniscient"))->needs_future());
 }
 
-TEST(Fleet, DecisionAsPoolTargets) {
-  JobSpec job{.nodes = 4};
-  auto f = ToFleet({Placement::Spot(2)}, job);
+TEST(Fleet, GangDecisionsAsPoolTargets) {
+  auto f = GangDecision(Placement::Spot(2), 4).fleet;
   ASSERT_EQ(f.size(), 1u);
-  EXPECT_EQ(f[0].zone, 2);
-  EXPECT_EQ(f[0].spot, 4);
-  EXPECT_TRUE(ToFleet({Placement::Idle()}, job).empty());
-  EXPECT_EQ(ToFleet({Placement::OnDemand()}, job)[0].on_demand, 4);
+  EXPECT_EQ(f[0].pool, fleet::PoolRef::Spot(2));
+  EXPECT_EQ(f[0].count, 4);
+  EXPECT_EQ(f[0].min_count, 4);
+  EXPECT_TRUE(GangDecision(Placement::Idle(), 4).fleet.empty());
+  EXPECT_EQ(GangDecision(Placement::OnDemand(), 4).fleet[0].pool, fleet::PoolRef::OnDemand());
+  for (Placement p : {Placement::Idle(), Placement::Spot(3), Placement::OnDemand()}) {
+    EXPECT_EQ(AsGang(GangDecision(p, 4).fleet, 4), p);
+    EXPECT_EQ(ParseFleetName(PlacementName(p), 4), GangDecision(p, 4).fleet);
+  }
+  EXPECT_EQ(PlacementName(Placement::Spot(3)), "spot:3");
+}
+
+TEST(Fleet, MixedFleetNamesRoundTrip) {
+  std::vector<fleet::PoolTarget> f = {
+      {.pool = fleet::PoolRef::Spot(1), .count = 3, .min_count = 2, .max_price = 0.75},
+      {.pool = fleet::PoolRef::OnDemand(4), .count = 1}};
+  EXPECT_FALSE(AsGang(f, 4).has_value());
+  const std::string name = FleetName(f, 4);
+  EXPECT_EQ(name, "spot:1=3/2@0.75+od:4=1");
+  EXPECT_EQ(ParseFleetName(name, 4), f);
+  EXPECT_TRUE(ParseFleetName("spot:x", 4).empty());
+  EXPECT_TRUE(ParseFleetName("spot:1=3+bogus", 4).empty());
+  EXPECT_TRUE(ParseFleetName("idle", 4).empty());
+}
+
+TEST(Fleet, GangOfInstances) {
+  using fleet::Instance;
+  using fleet::PoolRef;
+  std::vector<Instance> two_in_zone_1 = {{.id = 1, .pool = PoolRef::Spot(1)},
+                                         {.id = 2, .pool = PoolRef::Spot(1)}};
+  EXPECT_EQ(GangOf(two_in_zone_1, 2), Placement::Spot(1));
+  EXPECT_EQ(GangOf(two_in_zone_1, 3), Placement::Idle());  // a broken gang
+  two_in_zone_1[1].state = fleet::InstanceState::kPreempted;
+  EXPECT_EQ(GangOf(two_in_zone_1, 2), Placement::Idle());
+  EXPECT_EQ(FleetName(FleetOf(two_in_zone_1, 2), 2), "spot:1=1");
+  std::vector<Instance> mixed = {{.id = 1, .pool = PoolRef::Spot(0)},
+                                 {.id = 2, .pool = PoolRef::OnDemand()}};
+  EXPECT_EQ(GangOf(mixed, 2), Placement::Idle());
+  EXPECT_EQ(FleetName(FleetOf(mixed, 2), 2), "spot:0=1+od:-1=1");
 }
 
 // UP's rules, one by one, with C = 10, D = 20 (ep(t) = t / 2), d = 0.5.
@@ -47,8 +81,11 @@ class UpRules : public ::testing::Test {
   Decision At(double t, double p, Placement cur, bool spot) {
     const market::Trace* z[] = {spot ? zones_[1] : zones_[0]};
     spans_.assign(z, z + 1);
-    Observation o{.tick = static_cast<int64_t>(t), .time_hours = t, .job = job_,
-                  .progress_hours = p, .current = cur,
+    Observation o{.tick = static_cast<int64_t>(t),
+                  .time_hours = t,
+                  .job = job_,
+                  .progress_hours = p,
+                  .current = cur,
                   .market = MarketView(spans_, static_cast<int64_t>(t), 1)};
     return up_->Decide(o);
   }
@@ -61,23 +98,23 @@ class UpRules : public ::testing::Test {
 };
 
 TEST_F(UpRules, TakesSpotEvenWhenAhead) {
-  EXPECT_EQ(At(2, 5, Placement::Idle(), true).target, Placement::Spot(0));
+  EXPECT_EQ(testing::TargetOf(At(2, 5, Placement::Idle(), true)), Placement::Spot(0));
 }
 TEST_F(UpRules, IdleWhenAheadWithoutSpot) {
-  EXPECT_EQ(At(4, 2.5, Placement::Idle(), false).target, Placement::Idle());
+  EXPECT_EQ(testing::TargetOf(At(4, 2.5, Placement::Idle(), false)), Placement::Idle());
 }
 TEST_F(UpRules, OnDemandWhenBehind) {
-  EXPECT_EQ(At(4, 1.5, Placement::Idle(), false).target, Placement::OnDemand());
+  EXPECT_EQ(testing::TargetOf(At(4, 1.5, Placement::Idle(), false)), Placement::OnDemand());
 }
 TEST_F(UpRules, HysteresisKeepsOnDemandUntilEpOfTPlus2d) {
   // ep(4 + 1) = 2.5 > 2.2: stays on on-demand although spot is back.
-  EXPECT_EQ(At(4, 2.2, Placement::OnDemand(), true).target, Placement::OnDemand());
-  EXPECT_EQ(At(4, 2.6, Placement::OnDemand(), true).target, Placement::Spot(0));
+  EXPECT_EQ(testing::TargetOf(At(4, 2.2, Placement::OnDemand(), true)), Placement::OnDemand());
+  EXPECT_EQ(testing::TargetOf(At(4, 2.6, Placement::OnDemand(), true)), Placement::Spot(0));
 }
 TEST_F(UpRules, SafetyNetLatches) {
   // R = 20 - 10 = 10 < W + 2d = 9.8 + 1: on-demand, and it stays latched.
-  EXPECT_EQ(At(10, 0.2, Placement::Idle(), true).target, Placement::OnDemand());
-  EXPECT_EQ(At(11, 9.9, Placement::OnDemand(), true).target, Placement::OnDemand());
+  EXPECT_EQ(testing::TargetOf(At(10, 0.2, Placement::Idle(), true)), Placement::OnDemand());
+  EXPECT_EQ(testing::TargetOf(At(11, 9.9, Placement::OnDemand(), true)), Placement::OnDemand());
 }
 
 }  // namespace

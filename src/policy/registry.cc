@@ -35,18 +35,6 @@ const std::string& PolicyRegistry::Help(const std::string& name) const {
   return entries_.at(name).help;
 }
 
-std::vector<PoolTarget> ToFleet(const Decision& d, const JobSpec& job) {
-  switch (d.target.kind) {
-    case InstanceKind::kSpot:
-      return {{.zone = d.target.zone, .spot = job.nodes}};
-    case InstanceKind::kOnDemand:
-      return {{.zone = -1, .on_demand = job.nodes}};
-    case InstanceKind::kIdle:
-      break;
-  }
-  return {};
-}
-
 void RegisterBuiltinPolicies(PolicyRegistry& r) {
   auto add = [&r](const std::string& name, std::string help, PolicyRegistry::Factory f) {
     Status s = r.Register(name, std::move(help), std::move(f));
@@ -55,7 +43,8 @@ void RegisterBuiltinPolicies(PolicyRegistry& r) {
   add("od", "on-demand only", [] { return MakeOnDemandPolicy(); });
   add("greedy", "spot when available, else idle; latched on-demand when R < C_left + 2d",
       [] { return MakeGreedyPolicy(); });
-  add("up", "Uniform Progress (Can't Be Late, NSDI'24)", [] { return MakeUniformProgressPolicy(); });
+  add("up", "Uniform Progress (Can't Be Late, NSDI'24)",
+      [] { return MakeUniformProgressPolicy(); });
   add("omniscient", "exact minimum cost knowing the future (DP; a lower bound)",
       [] { return MakeOmniscientPolicy(); });
   add("hazard-up", "ours: UP whose spot use follows the zones' history (survival, hour of day)",

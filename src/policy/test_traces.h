@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "market/trace.h"
+#include "policy/observation.h"
 
 namespace spot::policy::testing {
 
@@ -22,8 +23,8 @@ inline market::Trace MakeTrace(double gap_s, std::vector<int32_t> available,
 
 // A two-state Markov availability trace: mean up and down run lengths in ticks;
 // with `prices`, a spot price that random-walks in [0.3, 1.2].
-inline market::Trace RandomTrace(std::mt19937_64& rng, double gap_s, int64_t ticks,
-                                 double mean_up, double mean_down, bool prices) {
+inline market::Trace RandomTrace(std::mt19937_64& rng, double gap_s, int64_t ticks, double mean_up,
+                                 double mean_down, bool prices) {
   std::uniform_real_distribution<double> u(0, 1);
   market::Trace t = MakeTrace(gap_s, {}, {}, "random");
   bool up = u(rng) < 0.5;
@@ -37,6 +38,13 @@ inline market::Trace RandomTrace(std::mt19937_64& rng, double gap_s, int64_t tic
     }
   }
   return t;
+}
+
+// The gang placement of a decision; a non-gang fleet reads as a placement no
+// policy returns (kind idle, zone -99), so comparisons with gangs fail.
+inline Placement TargetOf(const Decision& d, int nodes = 1) {
+  auto gang = AsGang(d.fleet, nodes);
+  return gang ? *gang : Placement{InstanceKind::kIdle, -99};
 }
 
 }  // namespace spot::policy::testing

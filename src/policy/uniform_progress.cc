@@ -11,17 +11,17 @@ class UniformProgressPolicy final : public Policy {
   void Start(const JobStart&) override { net_.Reset(); }
 
   Decision Decide(const Observation& obs) override {
-    if (net_.Engaged(obs)) return {Placement::OnDemand()};
+    if (net_.Engaged(obs)) return obs.Gang(Placement::OnDemand());
     const double d = obs.job.changeover_hours;
     const double p = obs.progress_hours;
     if (obs.current.kind == InstanceKind::kOnDemand &&
         p < ExpectedProgress(obs.job, obs.time_hours + 2 * d)) {
-      return {Placement::OnDemand()};
+      return obs.Gang(Placement::OnDemand());
     }
     int z = PickSpotZone(obs);
-    if (z >= 0) return {Placement::Spot(z)};
-    if (p < ExpectedProgress(obs.job, obs.time_hours)) return {Placement::OnDemand()};
-    return {Placement::Idle()};
+    if (z >= 0) return obs.Gang(Placement::Spot(z));
+    if (p < ExpectedProgress(obs.job, obs.time_hours)) return obs.Gang(Placement::OnDemand());
+    return obs.Gang(Placement::Idle());
   }
 
  private:

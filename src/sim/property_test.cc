@@ -23,7 +23,8 @@ class FixedPolicy final : public policy::Policy {
   explicit FixedPolicy(const std::vector<Placement>* s) : s_(s) {}
   std::string_view name() const override { return "fixed"; }
   policy::Decision Decide(const policy::Observation& o) override {
-    return {o.tick < static_cast<int64_t>(s_->size()) ? (*s_)[o.tick] : Placement::OnDemand()};
+    return o.Gang(o.tick < static_cast<int64_t>(s_->size()) ? (*s_)[o.tick]
+                                                            : Placement::OnDemand());
   }
 
  private:
@@ -53,8 +54,8 @@ double BruteForce(std::span<const market::Trace* const> zones, const JobSpec& jo
 TEST(Omniscient, EqualsBruteForceOnTinyMarkets) {
   std::mt19937_64 rng(11);
   // g = 600 s, d = 0.2 h (changeover over two ticks), C = 0.6 h, D = 1.25 h: 8 ticks.
-  JobSpec job{.compute_hours = 0.6, .deadline_hours = 1.25, .changeover_hours = 0.2,
-              .ondemand_price = 3};
+  JobSpec job{
+      .compute_hours = 0.6, .deadline_hours = 1.25, .changeover_hours = 0.2, .ondemand_price = 3};
   for (int trial = 0; trial < 12; ++trial) {
     auto a = RandomTrace(rng, 600, 10, 3, 2, trial % 2 == 0);
     auto b = RandomTrace(rng, 600, 10, 2, 2, true);
@@ -103,8 +104,10 @@ TEST_P(PropertyTest, BoundAndDeadlines) {
     // "feasible" is exact too: a coarse grid may call a hopeless job feasible).
     double gap_min = m.gap_s / 60;
     double d_min = std::ceil(gap_min + (30 - gap_min) * u(rng));
-    JobSpec job{.compute_hours = 2 + 6 * u(rng), .deadline_hours = 0,
-                .changeover_hours = d_min / 60, .ondemand_price = 3};
+    JobSpec job{.compute_hours = 2 + 6 * u(rng),
+                .deadline_hours = 0,
+                .changeover_hours = d_min / 60,
+                .ondemand_price = 3};
     job.deadline_hours = job.compute_hours * (1.02 + 0.58 * u(rng));
     int64_t start = static_cast<int64_t>(u(rng) * 100);
     auto plan = policy::SolveOmniscient({zones, start}, job);
@@ -127,11 +130,10 @@ TEST_P(PropertyTest, BoundAndDeadlines) {
   EXPECT_GT(compared, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Markets, PropertyTest,
-    ::testing::Values(Market{600, 1, false, 12, 6}, Market{600, 1, true, 4, 8},
-                      Market{195, 1, true, 30, 10}, Market{600, 2, true, 6, 6},
-                      Market{300, 3, false, 10, 20}));
+INSTANTIATE_TEST_SUITE_P(Markets, PropertyTest,
+                         ::testing::Values(Market{600, 1, false, 12, 6}, Market{600, 1, true, 4, 8},
+                                           Market{195, 1, true, 30, 10}, Market{600, 2, true, 6, 6},
+                                           Market{300, 3, false, 10, 20}));
 
 }  // namespace
 }  // namespace spot::sim

@@ -11,74 +11,51 @@ using policy::InstanceKind;
 
 constexpr double kEps = 1e-9;
 
-// The running state of one job.
-struct JobState {
-  Placement at;
-  double changeover_left = 0;
-  double progress = 0;
-  bool done = false;
-};
-
 class Runner {
  public:
   Runner(std::span<const market::Trace* const> zones, int64_t start, const JobSpec& job,
-         RunResult* out)
-      : zones_(zones), start_(start), job_(job), out_(out),
-        h_(zones[0]->gap_seconds / 3600.0) {}
+         const RunOptions& options, RunResult* out)
+      : zones_(zones),
+        start_(start),
+        job_(job),
+        out_(out),
+        h_(zones[0]->gap_seconds / 3600.0),
+        model_(
+            zones,
+            options.types.empty() ? fleet::UniformTypes(zones, job.ondemand_price) : options.types,
+            policy::ToFleetJob(job)) {}
 
-  bool Up(int z, int64_t abs) const { return zones_[z]->available[abs] >= job_.nodes; }
-  double Price(const Placement& p, int64_t abs) const {
-    if (p.kind == InstanceKind::kOnDemand) return job_.ondemand_price * job_.nodes;
-    const market::Trace* t = zones_[p.zone];
-    return (t->has_prices() ? t->price[abs] : 1.0) * job_.nodes;
-  }
-  Placement Sanitize(Placement p, int64_t abs) const {
-    if (p.kind == InstanceKind::kOnDemand) return Placement::OnDemand();
-    if (p.kind == InstanceKind::kSpot && p.zone >= 0 && p.zone < static_cast<int>(zones_.size()) &&
-        Up(p.zone, abs)) {
-      return p;
+  // The startup delay left of the gang the fleet is (0 when it is none).
+  double ChangeoverLeft(const Placement& gang) const {
+    if (gang.kind == InstanceKind::kIdle) return 0;
+    double left = 0;
+    for (const fleet::Instance& i : model_.instances()) {
+      if (i.state != fleet::InstanceState::kPreempted) left = std::max(left, i.startup_left_hours);
     }
-    return Placement::Idle();
+    return left;
   }
-  // Switches to `target`, paying a changeover when entering an instance.
-  void MoveTo(Placement target) {
-    if (target == s_.at) return;
-    s_.at = target;
-    s_.changeover_left = 0;
-    if (target.kind != InstanceKind::kIdle) {
-      s_.changeover_left = job_.changeover_hours;
-      ++out_->changeovers;
-    }
-  }
-  // Runs tick t (relative) on the current placement.
+  // Runs tick t (relative) on the fleet held now.
   void RunTick(int64_t t) {
-    if (s_.at.kind == InstanceKind::kIdle) return;
-    double c = std::min(s_.changeover_left, h_);
-    s_.changeover_left -= c;
-    double w = h_ - c;
-    double used = h_;
-    if (s_.progress + w >= job_.compute_hours - kEps) {
-      used = c + std::max(0.0, job_.compute_hours - s_.progress);
-      s_.progress = job_.compute_hours;
-      s_.done = true;
-      out_->finish_hours = t * h_ + used;
-    } else {
-      s_.progress += w;
+    fleet::TickOutcome o = model_.RunTick(start_ + t, progress_);
+    progress_ = o.progress;
+    out_->cost += o.cost;
+    out_->spot_hours += o.spot_hours;
+    out_->od_hours += o.od_hours;
+    if (o.done) {
+      done_ = true;
+      out_->finish_hours = t * h_ + o.used_hours;
     }
-    Bill(s_.at, used, start_ + t);
   }
-  void Bill(const Placement& p, double hours, int64_t abs) {
-    out_->cost += Price(p, abs) * hours;
-    (p.kind == InstanceKind::kSpot ? out_->spot_hours : out_->od_hours) += hours;
-  }
-  // The traces ended first: finish on on-demand right after them.
+  // The traces ended first: finish on N on-demand instances right after them.
   void FinishOnDemand(int64_t t) {
-    double c = s_.at.kind == InstanceKind::kOnDemand ? s_.changeover_left : job_.changeover_hours;
-    double used = c + (job_.compute_hours - s_.progress);
+    const Placement gang = policy::GangOf(model_.instances(), job_.nodes);
+    double c = gang.kind == InstanceKind::kOnDemand ? ChangeoverLeft(gang) : job_.changeover_hours;
+    double used = c + (job_.compute_hours - progress_);
     out_->cost += job_.ondemand_price * job_.nodes * used;
     out_->od_hours += used;
     out_->finish_hours = t * h_ + used;
-    s_.done = true;
+    done_ = true;
+    model_.Clear();
   }
 
   void Run(policy::Policy& policy, const RunOptions& options);
@@ -89,7 +66,9 @@ class Runner {
   JobSpec job_;
   RunResult* out_;
   double h_;
-  JobState s_;
+  fleet::FleetModel model_;
+  double progress_ = 0;
+  bool done_ = false;
 };
 
 void Runner::Run(policy::Policy& policy, const RunOptions& options) {
@@ -98,29 +77,40 @@ void Runner::Run(policy::Policy& policy, const RunOptions& options) {
   policy.Start({job_, start_view, start_});
   const int64_t ticks = zones_[0]->ticks();
   int64_t t = 0;
-  for (; !s_.done && start_ + t < ticks; ++t) {
+  for (; !done_ && start_ + t < ticks; ++t) {
     int64_t abs = start_ + t;
-    bool preempted = s_.at.kind == InstanceKind::kSpot && !Up(s_.at.zone, abs);
+    const int taken = model_.Reclaim(abs);
+    const bool preempted = taken > 0;
     if (preempted) {
-      s_.at = Placement::Idle();
-      s_.changeover_left = 0;
       ++out_->preemptions;
+      out_->instances_reclaimed += taken;
+    }
+    const Placement current = policy::GangOf(model_.instances(), job_.nodes);
+    std::string held_before;
+    if (options.record_timeline) {
+      held_before = policy::FleetName(policy::FleetOf(model_.instances(), job_.nodes), job_.nodes);
     }
     policy::Observation obs{.tick = t,
                             .time_hours = t * h_,
                             .job = job_,
-                            .progress_hours = s_.progress,
-                            .current = s_.at,
-                            .changeover_left_hours = s_.changeover_left,
+                            .progress_hours = progress_,
+                            .current = current,
+                            .changeover_left_hours = ChangeoverLeft(current),
                             .preempted_now = preempted,
-                            .market = policy::MarketView(zones_, abs, job_.nodes)};
-    MoveTo(Sanitize(policy.Decide(obs).target, abs));
+                            .market = policy::MarketView(zones_, abs, job_.nodes),
+                            .fleet = model_.instances(),
+                            .types = model_.types()};
+    const policy::Decision decision = policy.Decide(obs);
+    if (model_.Apply(decision.fleet, abs) > 0) ++out_->changeovers;
     RunTick(t);
     if (options.record_timeline) {
-      out_->timeline.push_back({s_.at, preempted, s_.progress, out_->cost});
+      const auto held = policy::FleetOf(model_.instances(), job_.nodes);
+      out_->timeline.push_back({policy::GangOf(model_.instances(), job_.nodes),
+                                std::move(held_before), policy::FleetName(held, job_.nodes),
+                                preempted, progress_, out_->cost});
     }
   }
-  if (!s_.done) FinishOnDemand(t);
+  if (!done_) FinishOnDemand(t);
   out_->met_deadline = out_->finish_hours <= job_.deadline_hours + kEps;
 }
 
@@ -146,6 +136,9 @@ Status ValidateMarket(std::span<const market::Trace* const> zones, const JobSpec
   if (!(job.deadline_hours > 0)) return InvalidArgumentError("deadline hours must be > 0");
   if (!(job.changeover_hours >= 0)) return InvalidArgumentError("changeover hours must be >= 0");
   if (job.nodes < 1) return InvalidArgumentError("nodes must be >= 1");
+  if (job.min_nodes < 0 || job.min_nodes > job.nodes) {
+    return InvalidArgumentError("min nodes must be in [0, nodes]");
+  }
   if (!(job.ondemand_price > 0)) return InvalidArgumentError("on-demand price must be > 0");
   return Status::Ok();
 }
@@ -153,18 +146,18 @@ Status ValidateMarket(std::span<const market::Trace* const> zones, const JobSpec
 RunResult SimulateJob(policy::Policy& policy, std::span<const market::Trace* const> zones,
                       int64_t start_tick, const JobSpec& job, const RunOptions& options) {
   RunResult out;
-  Runner(zones, start_tick, job, &out).Run(policy, options);
+  Runner(zones, start_tick, job, options, &out).Run(policy, options);
   return out;
 }
 
-Result<std::vector<int64_t>> SampleStarts(int64_t ticks, double gap_seconds,
-                                          double deadline_hours, int samples) {
+Result<std::vector<int64_t>> SampleStarts(int64_t ticks, double gap_seconds, double deadline_hours,
+                                          int samples) {
   if (samples < 1) return InvalidArgumentError("samples must be >= 1");
   int64_t span = static_cast<int64_t>(std::ceil(deadline_hours * 3600 / gap_seconds - kEps));
   if (ticks < span) {
     return InvalidArgumentError("the traces (" + std::to_string(ticks) +
-                                " ticks) are shorter than the deadline (" +
-                                std::to_string(span) + " ticks)");
+                                " ticks) are shorter than the deadline (" + std::to_string(span) +
+                                " ticks)");
   }
   std::vector<int64_t> starts(samples);
   for (int i = 0; i < samples; ++i) starts[i] = i * (ticks - span) / samples;

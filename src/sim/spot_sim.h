@@ -1,26 +1,32 @@
 // SpotSim: replays a recorded (or synthetic) market and runs one job under a
-// Policy, billing every instance-second. The model (docs/spotsim.md):
-//   - ticks of the traces' gap g; spot capacity in zone z at tick t when
-//     available[t] >= N (the job's nodes, run as a gang);
-//   - at the start of each tick: a running spot instance whose zone has no
-//     capacity is preempted (-> idle), then the policy decides IDLE, SPOT(z) or
-//     OD; asking for spot without capacity is taken as IDLE;
-//   - entering SPOT or OD from any other placement (also after a preemption,
-//     and moving between zones) costs a changeover of d hours billed at the
-//     new instance's price, without progress; then 1 compute-hour per hour;
-//     progress is kept across preemptions (checkpointed);
+// Policy, billing every instance-second. The model (docs/spotsim.md) is the
+// fleet model of fleet/fleet.h, applied at every tick of the traces' gap g:
+//   - at the start of each tick the market takes back spot instances (bids
+//     below the price, then the newest above the pool's capacity
+//     available[t]); then the policy decides the fleet, and the fleet is made
+//     to match it (launches up to capacity, a gang all or none);
+//   - a launched instance costs a changeover of d hours, billed, without
+//     progress; ready instances make progress at their relative throughput
+//     (a gang of N reference instances: 1 compute-hour per hour); progress
+//     is kept across preemptions (checkpointed);
 //   - spot is billed at the zone's price series (1.0/h when the trace has
-//     none), on-demand at k/h, per instance, per second; the tick in which
-//     the job completes is billed pro rata up to completion;
+//     none), on-demand at the type's price (k/h for the reference type), per
+//     instance, per second; the tick in which the job completes is billed pro
+//     rata up to completion;
 //   - the job runs past its deadline if it must; if the traces end first the
-//     rest is finished on on-demand (billed, deadline missed).
+//     rest is finished on N on-demand reference instances (billed, deadline
+//     missed).
+// For a gang policy (N instances in one place) this is the single-placement
+// model of the first SpotSim, result for result.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "fleet/fleet.h"
 #include "market/trace.h"
 #include "policy/policy.h"
 
@@ -31,25 +37,31 @@ using policy::Placement;
 
 // One tick of a run, for timelines (recorded only when asked).
 struct TickRecord {
-  Placement placement;     // where the job ran during the tick
-  bool preempted = false;  // its spot instance was lost at the tick's start
+  Placement placement;     // where the job ran during the tick (Idle for a non-gang fleet)
+  std::string current;     // the fleet held after the market's reclaims, before the decision
+  std::string fleet;       // the fleet held during the tick (policy::FleetName)
+  bool preempted = false;  // the market took instances back at the tick's start
   double progress = 0;     // compute-hours done at the tick's end
   double cost = 0;         // $ spent by the tick's end
 };
 
 struct RunResult {
-  double cost = 0;            // $
-  double spot_hours = 0;      // instance-hours on spot (changeovers included), per node
-  double od_hours = 0;        // the same on on-demand
-  double finish_hours = 0;    // when the job completed, hours after its start
+  double cost = 0;          // $
+  double spot_hours = 0;    // instance-hours on spot (changeovers included), per node
+  double od_hours = 0;      // the same on on-demand
+  double finish_hours = 0;  // when the job completed, hours after its start
   bool met_deadline = false;
   int changeovers = 0;
-  int preemptions = 0;
+  int preemptions = 0;               // ticks at which the market took instances back
+  int instances_reclaimed = 0;       // instances it took
   std::vector<TickRecord> timeline;  // per tick, when RunOptions::record_timeline
 };
 
 struct RunOptions {
   bool record_timeline = false;
+  // Catalog facts per zone, then the reference type (fleet::FleetModel);
+  // empty: every type is the reference one at the job's on-demand price.
+  std::vector<fleet::TypeFacts> types;
 };
 
 // InvalidArgument (naming the trace) unless every zone has the same gap > 0
@@ -64,7 +76,7 @@ RunResult SimulateJob(policy::Policy& policy, std::span<const market::Trace* con
 
 // The start ticks of S samples: s_i = floor(i * (T - ceil(D * 3600 / g)) / S).
 // InvalidArgument when the traces are shorter than the deadline or S < 1.
-Result<std::vector<int64_t>> SampleStarts(int64_t ticks, double gap_seconds,
-                                          double deadline_hours, int samples);
+Result<std::vector<int64_t>> SampleStarts(int64_t ticks, double gap_seconds, double deadline_hours,
+                                          int samples);
 
 }  // namespace spot::sim

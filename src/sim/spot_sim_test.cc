@@ -19,7 +19,8 @@ class ScriptPolicy final : public policy::Policy {
   std::string_view name() const override { return "script"; }
   policy::Decision Decide(const policy::Observation& o) override {
     seen_.push_back(o);
-    return {o.tick < static_cast<int64_t>(script_.size()) ? script_[o.tick] : Placement::Idle()};
+    return o.Gang(o.tick < static_cast<int64_t>(script_.size()) ? script_[o.tick]
+                                                                : Placement::Idle());
   }
   std::vector<policy::Observation> seen_;
 
@@ -45,8 +46,8 @@ class SimTest : public ::testing::Test {
 // 1/h, done at 2.5 h (the third tick billed pro rata). od: 3 * 2.5 = 7.5.
 TEST_F(SimTest, AlwaysAvailable) {
   auto t = MakeTrace(3600, {1, 1, 1, 1, 1, 1});
-  JobSpec job{.compute_hours = 2, .deadline_hours = 4, .changeover_hours = 0.5,
-              .ondemand_price = 3};
+  JobSpec job{
+      .compute_hours = 2, .deadline_hours = 4, .changeover_hours = 0.5, .ondemand_price = 3};
   for (const char* name : {"up", "greedy", "omniscient", "hazard-up"}) {
     RunResult r = Run(name, t, job);
     EXPECT_NEAR(r.cost, 2.5, 1e-9) << name;
@@ -68,8 +69,8 @@ TEST_F(SimTest, AlwaysAvailable) {
 // tick 2, done at 4.5 h, $2.5.
 TEST_F(SimTest, PreemptionCostsASecondChangeover) {
   auto t = MakeTrace(3600, {1, 0, 1, 1, 1, 1, 1, 1});
-  JobSpec job{.compute_hours = 2, .deadline_hours = 6, .changeover_hours = 0.5,
-              .ondemand_price = 3};
+  JobSpec job{
+      .compute_hours = 2, .deadline_hours = 6, .changeover_hours = 0.5, .ondemand_price = 3};
   RunResult up = Run("up", t, job);
   EXPECT_NEAR(up.cost, 3.0, 1e-9);
   EXPECT_NEAR(up.finish_hours, 4.0, 1e-9);
@@ -88,8 +89,8 @@ TEST_F(SimTest, PreemptionCostsASecondChangeover) {
 // Greedy: idle until R < W + 2d, first at 1.5 h (2.5 < 3): done at exactly 4.0 h.
 TEST_F(SimTest, NoSpotUsesOnDemand) {
   auto t = MakeTrace(1800, std::vector<int32_t>(12, 0));
-  JobSpec job{.compute_hours = 2, .deadline_hours = 4, .changeover_hours = 0.5,
-              .ondemand_price = 3};
+  JobSpec job{
+      .compute_hours = 2, .deadline_hours = 4, .changeover_hours = 0.5, .ondemand_price = 3};
   RunResult up = Run("up", t, job);
   EXPECT_NEAR(up.cost, 7.5, 1e-9);
   EXPECT_NEAR(up.finish_hours, 3.0, 1e-9);
@@ -106,8 +107,7 @@ TEST_F(SimTest, NoSpotUsesOnDemand) {
 // omniscient waits for the $1 tick.
 TEST_F(SimTest, SpotPriceSeries) {
   auto t = MakeTrace(3600, {1, 1, 1}, {2, 1, 4});
-  JobSpec job{.compute_hours = 1, .deadline_hours = 3, .changeover_hours = 0,
-              .ondemand_price = 3};
+  JobSpec job{.compute_hours = 1, .deadline_hours = 3, .changeover_hours = 0, .ondemand_price = 3};
   EXPECT_NEAR(Run("up", t, job).cost, 2.0, 1e-9);
   EXPECT_NEAR(Run("omniscient", t, job).cost, 1.0, 1e-9);
   EXPECT_NEAR(Run("od", t, job).cost, 3.0, 1e-9);
@@ -118,8 +118,11 @@ TEST_F(SimTest, SpotPriceSeries) {
 // count >= 2 and pay twice.
 TEST(SimContract, ChangeoverAcrossTicksAndGangs) {
   auto t = MakeTrace(600, {1, 2, 2, 2, 2, 2, 2, 2, 2, 2});
-  JobSpec job{.compute_hours = 0.5, .deadline_hours = 1.5, .changeover_hours = 0.2,
-              .nodes = 2, .ondemand_price = 3};
+  JobSpec job{.compute_hours = 0.5,
+              .deadline_hours = 1.5,
+              .changeover_hours = 0.2,
+              .nodes = 2,
+              .ondemand_price = 3};
   ScriptPolicy script(std::vector<Placement>(10, Placement::Spot(0)));
   const market::Trace* zones[] = {&t};
   RunResult r = SimulateJob(script, zones, 0, job, {.record_timeline = true});
@@ -128,7 +131,7 @@ TEST(SimContract, ChangeoverAcrossTicksAndGangs) {
   EXPECT_EQ(r.timeline[0].placement.kind, InstanceKind::kIdle);
   EXPECT_NEAR(r.cost, 1.4, 1e-9);
   EXPECT_NEAR(r.finish_hours, 1.0 / 6 + 0.7, 1e-9);
-  EXPECT_NEAR(r.timeline[1].progress, 0.0, 1e-12);           // all changeover
+  EXPECT_NEAR(r.timeline[1].progress, 0.0, 1e-12);            // all changeover
   EXPECT_NEAR(r.timeline[2].progress, 2.0 / 6 - 0.2, 1e-12);  // 0.0333 h of changeover left
   EXPECT_DOUBLE_EQ(script.seen_[2].changeover_left_hours, 0.2 - 1.0 / 6);
 }

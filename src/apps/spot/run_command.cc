@@ -290,31 +290,29 @@ int RunRunCommand(const RunArgs& args) {
                                .tensorboard_dir = tensorboard_dir});
   std::shared_ptr<dist::KvStore> kv = rdzv->kv;
   control::Controller controller(
-      j.run,
-      {.store = store->get(),
-       .provider = &provider,
-       .zones = zones,
-       .policy = std::move(live_policy).value(),
-       .new_job_epoch_unix_s = epoch,
-       .progress_path = progress_path,
-       .decision_log_path = args.decision_log.empty()
-                                ? (fs::path(j.job_dir) / "decisions.jsonl").string()
-                                : args.decision_log,
-       .adopt = [&](const cloud::InstanceView& v, double now) { return provider.Adopt(v, now); },
-       .on_instance_gone = [kv](const std::string& id) { (void)kv->MarkDead(id); },
-       .is_alive =
-           [kv](const std::string& id) {
-             auto alive = kv->IsAlive(id);
-             return !alive.ok() || *alive;  // a store hiccup is not a verdict
-           },
-       .unreachable_after_s = j.run.controller.unreachable_after_s,
-       .last_error =
-           [&](const std::string& id) {
-             return LastErrorLine((fs::path(instances_dir) / (id + ".log")).string());
-           },
-       .status_line = [](const std::string& line) { spdlog::info("{}", line); },
-       .status_interval_s = args.status_interval_s,
-       .on_reconcile = [&](double seconds) { monitor.ObserveReconcile(seconds); }});
+      j.run, {.store = store->get(),
+              .provider = &provider,
+              .zones = zones,
+              .policy = std::move(live_policy).value(),
+              .new_job_epoch_unix_s = epoch,
+              .progress_path = progress_path,
+              .decision_log_path = args.decision_log.empty()
+                                       ? (fs::path(j.job_dir) / "decisions.jsonl").string()
+                                       : args.decision_log,
+              .on_instance_gone = [kv](const std::string& id) { (void)kv->MarkDead(id); },
+              .is_alive =
+                  [kv](const std::string& id) {
+                    auto alive = kv->IsAlive(id);
+                    return !alive.ok() || *alive;  // a store hiccup is not a verdict
+                  },
+              .unreachable_after_s = j.run.controller.unreachable_after_s,
+              .last_error =
+                  [&](const std::string& id) {
+                    return LastErrorLine((fs::path(instances_dir) / (id + ".log")).string());
+                  },
+              .status_line = [](const std::string& line) { spdlog::info("{}", line); },
+              .status_interval_s = args.status_interval_s,
+              .on_reconcile = [&](double seconds) { monitor.ObserveReconcile(seconds); }});
   auto api = control::ApiServer::Start(
       store->get(),
       {.port = static_cast<int>(j.run.controller.api_port),

@@ -24,18 +24,15 @@ namespace {
 // any preemption, where the policy put it, and the progress it saw.
 std::string DecisionLog(const sim::RunResult& r, int64_t start_tick) {
   std::string out;
-  policy::Placement at;
   double progress = 0;
   for (size_t t = 0; t < r.timeline.size(); ++t) {
     const sim::TickRecord& rec = r.timeline[t];
-    if (rec.preempted) at = policy::Placement::Idle();
     control::DecisionRecord d{.tick = static_cast<int64_t>(t),
                               .abs_tick = start_tick + static_cast<int64_t>(t),
                               .progress_hours = progress,
-                              .current = control::PlacementName(at),
+                              .current = rec.current,
                               .preempted = rec.preempted,
-                              .target = control::PlacementName(rec.placement)};
-    at = rec.placement;
+                              .target = rec.fleet};
     progress = rec.progress;
     out += control::DecisionLogLine(d) + "\n";
   }
