@@ -1,36 +1,28 @@
 // A child process for the workloads that run the real `spot` binary (or
-// torchrun): in its own process group, so the whole tree it starts can be
-// killed, with its output in a log file.
+// torchrun), through core/process.h: in its own process group, so the whole
+// tree it starts can be killed, with its output in a log file (emptied
+// first) and our stdin. Not thread-safe: use a Proc from one thread.
 #pragma once
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
+#include <cstdint>
 #include <string>
-#include <thread>
 #include <vector>
+
+#include "core/process.h"
 
 namespace spot::bench {
 
 class Proc {
  public:
   Proc(const std::vector<std::string>& argv, const std::string& log) {
-    std::vector<char*> a;
-    for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::setpgid(0, 0);
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      ::execv(a[0], a.data());
-      ::_exit(127);
-    }
-    if (pid_ > 0) ::setpgid(pid_, pid_);
+    Result<int64_t> pid = Spawn({.argv = argv,
+                                 .log_path = log,
+                                 .truncate = true,
+                                 .inherit_stdin = true,
+                                 .group = ProcessGroup::kNewGroup});
+    if (pid.ok()) pid_ = *pid;
   }
   ~Proc() { KillAll(); }
   Proc(const Proc&) = delete;
@@ -40,33 +32,27 @@ class Proc {
   // SIGKILL to the whole process group.
   void KillAll() {
     if (pid_ <= 0) return;
-    ::kill(-pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
+    (void)StopProcess(pid_, /*grace_s=*/0, /*whole_group=*/true);
     pid_ = -1;
   }
   // SIGTERM to the process only (`spot run` then cancels its job and
   // terminates its fleet), then up to `grace_s` for it to end.
   void Terminate(double grace_s) {
     if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
+    SignalProcess(pid_, SIGTERM);
     Wait(grace_s);
   }
   // Exit code, or -signal; -1000 on timeout.
   int Wait(double timeout_s) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    while (std::chrono::steady_clock::now() < end) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return -1000;
+    if (pid_ <= 0) return -1000;
+    Result<ProcessStatus> s = WaitProcess(pid_, timeout_s);
+    if (!s.ok()) return -1000;
+    pid_ = -1;
+    return s->signal != 0 ? -s->signal : s->exit_code;
   }
 
  private:
-  pid_t pid_ = -1;
+  int64_t pid_ = -1;
 };
 
 }  // namespace spot::bench

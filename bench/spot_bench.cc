@@ -8,6 +8,8 @@
 //   elastic  elastic `spot` workers vs torchrun (recovery, join, steps/s, compression)
 //   run    `spot run` on the demo job: notice -> flushed checkpoint vs the notice,
 //          reconcile overhead vs its interval, cost vs on demand and SpotSim
+//   fleet  the controller's time per reconcile pass at 1, 100 and 1,000 instances
+//          over 50 pools (fleet-up, virtual time), SpotSim runs/s of fleet-up vs up
 // Tables go to stdout, progress to stderr. Exit codes: 0 done (a missed goal is
 // a result, shown as MISS), 1 a workload failed, 2 bad flags.
 #include <fmt/format.h>
@@ -22,12 +24,13 @@
 #include <thread>
 
 #include "ckpt_workload.h"
-#include "elastic_workload.h"
 #include "core/logging.h"
 #include "core/temp_dir.h"
+#include "elastic_workload.h"
+#include "fleet_workload.h"
+#include "monitor_workload.h"
 #include "report.h"
 #include "run_workload.h"
-#include "monitor_workload.h"
 #include "sim_workload.h"
 #include "train/trainer.h"
 #include "train_workload.h"
@@ -44,12 +47,14 @@ struct Flags {
   ElasticBenchOptions elastic;
   RunBenchOptions run;
   MonitorBenchOptions monitor;
+  FleetBenchOptions fleet;
 };
 
 void AddFlags(CLI::App& app, Flags* f) {
-  app.add_option("--workloads", f->workloads, "Comma-separated: train, ckpt, sim, elastic, run, monitor")
+  app.add_option("--workloads", f->workloads,
+                 "Comma-separated: train, ckpt, sim, elastic, run, monitor, fleet")
       ->delimiter(',')
-      ->check(CLI::IsMember({"train", "ckpt", "sim", "elastic", "run", "monitor"}))
+      ->check(CLI::IsMember({"train", "ckpt", "sim", "elastic", "run", "monitor", "fleet"}))
       ->capture_default_str();
   app.add_option("--threads", f->train.threads, "Intra-op threads on both sides")
       ->check(CLI::Range(1, 256))
@@ -102,8 +107,7 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--ckpt-cnn-steps", f->ckpt.cnn_steps, "ckpt: steps per training run, CNN")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--ckpt-mlp-steps", f->ckpt.mlp_steps,
-                 "ckpt: steps per training run, 50M MLP")
+  app.add_option("--ckpt-mlp-steps", f->ckpt.mlp_steps, "ckpt: steps per training run, 50M MLP")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--ckpt-aggressive-interval", f->ckpt.aggressive_interval_s,
@@ -150,6 +154,30 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--run-job", f->run.job_file,
                  "run: the job file (relative paths in it resolve against the source directory)")
       ->capture_default_str();
+  app.add_option("--fleet-pools", f->fleet.pools, "fleet: synthetic spot pools")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--fleet-nodes", f->fleet.controller_nodes,
+                 "fleet: instances (N) of the controller arms with the store on tmpfs")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--fleet-disk-nodes", f->fleet.disk_nodes,
+                 "fleet: instances (N) of the controller arms with the store on disk")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--fleet-tmpfs-dir", f->fleet.tmpfs_dir,
+                 "fleet: memory-backed directory for the tmpfs arms' stores (\"\": skip them)")
+      ->capture_default_str();
+  app.add_option("--fleet-instance-hours", f->fleet.controller_instance_hours,
+                 "fleet: work of a controller arm is min(24 h, this / N) compute-hours")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--fleet-sim-samples", f->fleet.sim_samples,
+                 "fleet: SpotSim starts per policy and N")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--work-dir", f->work_dir, "Scratch directory (default: a new temporary one)");
 }
 
@@ -185,6 +213,7 @@ int Run(Flags& f) {
   f.run.spot_bin = f.elastic.spot_bin;
   f.monitor.spot_bin = f.elastic.spot_bin;
   f.monitor.work_dir = f.work_dir;
+  f.fleet.work_dir = f.work_dir;
   f.monitor.dataset_path = f.train.dataset_path;
   f.run.dataset_path = f.train.dataset_path;
   f.elastic.python = f.train.python;
@@ -201,6 +230,7 @@ int Run(Flags& f) {
                                  : w == "elastic" ? RunElasticWorkload(f.elastic)
                                  : w == "run"     ? RunRunWorkload(f.run)
                                  : w == "monitor" ? RunMonitorWorkload(f.monitor)
+                                 : w == "fleet"   ? RunFleetWorkload(f.fleet)
                                                   : RunSimWorkload(f.sim);
     if (!report.ok()) {
       fmt::print(stderr, "error: workload {}: {}\n", w, report.status().ToString());

@@ -109,7 +109,7 @@ Result<InstanceView> FakeProvider::Launch(const InstanceSpec& spec, double now_s
                                         spec.max_price, m.model.Price(pool, abs)));
   }
   const int64_t id = m.model.Add(pool, spec.max_price, abs);
-  InstanceView v{.spec = spec, .launched_s = now_s};
+  InstanceView v{.spec = spec, .provider_data = fmt::format("fake-{}", id), .launched_s = now_s};
   m.views[spec.id] = v;
   m.by_model[id] = spec.id;
   m.model_id[spec.id] = id;

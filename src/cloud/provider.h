@@ -39,8 +39,10 @@ const char* InstanceStateName(InstanceState s);
 
 struct InstanceView {
   InstanceSpec spec;
-  int64_t pid = 0;
-  int metadata_port = 0;
+  // The provider's own data about the instance, opaque to its callers, kept
+  // by the controller and handed back to Adopt after a restart (the local
+  // provider: its process and metadata port; a cloud: its instance id).
+  std::string provider_data;
   InstanceState state = InstanceState::kRunning;
   bool process_running = true;
   int exit_code = -1;  // once the process ended: its exit code (-1 when unknown)

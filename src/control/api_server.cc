@@ -165,13 +165,19 @@ json JobJson(const JobRecord& j, double cost_usd) {
               {"cost_usd", cost_usd}};
 }
 
+// The provider's data as JSON when it is JSON (the local provider's is), else as text.
+json ProviderData(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  return j.is_discarded() ? json(text) : j;
+}
+
 json InstanceJson(const InstanceRecord& r) {
   return json{{"id", r.id},
               {"zone", r.zone},
               {"zone_name", r.zone_name},
               {"instance_type", r.instance_type},
               {"lifecycle", r.spot ? "spot" : "on-demand"},
-              {"pid", r.pid},
+              {"provider_data", ProviderData(r.provider_data)},
               {"launched_s", r.launched_s},
               {"ended_s", r.ended_s ? json(*r.ended_s) : json(nullptr)},
               {"end_reason", r.end_reason},

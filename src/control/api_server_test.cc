@@ -61,11 +61,28 @@ class ApiServerTest : public ::testing::Test {
         "done", "/specs/done.yaml", "ef01", JobState::kSucceeded, "finished", 1.7e9, 1, 0, 0, 0};
     ASSERT_TRUE(store_->CreateJob(train).ok());
     ASSERT_TRUE(store_->CreateJob(done).ok());
-    InstanceRecord a{
-        "i-0000000000000000a", "train", 0, "us-east-1a", "p3.2xlarge", true, 111, 9001, 0,
-        std::nullopt,          "",      0};
-    InstanceRecord b{"i-0000000000000000b", "train", -1, "", "p3.2xlarge", false, 222, 9002, 3600,
-                     std::nullopt,          "",      0};
+    InstanceRecord a{"i-0000000000000000a",
+                     "train",
+                     0,
+                     "us-east-1a",
+                     "p3.2xlarge",
+                     true,
+                     R"({"pid":111,"metadata_port":9001})",
+                     0,
+                     std::nullopt,
+                     "",
+                     0};
+    InstanceRecord b{"i-0000000000000000b",
+                     "train",
+                     -1,
+                     "",
+                     "p3.2xlarge",
+                     false,
+                     R"({"pid":222,"metadata_port":9002})",
+                     3600,
+                     std::nullopt,
+                     "",
+                     0};
     ASSERT_TRUE(store_->PutInstance(a).ok());
     ASSERT_TRUE(store_->PutInstance(b).ok());
     std::vector<LedgerEntry> rows = {{a.id, 0, 3600, 0.9, 0}};
@@ -229,7 +246,7 @@ TEST_F(ApiServerTest, JobDetail) {
   EXPECT_EQ(a["zone_name"], "us-east-1a");
   EXPECT_EQ(a["instance_type"], "p3.2xlarge");
   EXPECT_EQ(a["lifecycle"], "spot");
-  EXPECT_EQ(a["pid"], 111);
+  EXPECT_EQ(a["provider_data"]["pid"], 111);
   EXPECT_EQ(a["launched_s"], 0.0);
   EXPECT_EQ(a["ended_s"], 3600.0);
   EXPECT_EQ(a["end_reason"], "preempted");

@@ -52,20 +52,10 @@ TrainingProgress ReadTrainingProgress(const std::string& path) {
 
 TrainingProgress ParseTrainingProgress(const std::string& text) {
   TrainingProgress p;
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return p;
+  auto r = ParseProgressReport(text);
+  if (!r.ok()) return p;
+  static_cast<ProgressReport&>(p) = *r;
   p.known = true;
-  p.step = j.value("step", int64_t{0});
-  p.total_steps = j.value("total_steps", int64_t{0});
-  p.epoch = j.value("epoch", int64_t{0});
-  p.done = j.value("done", false);
-  p.loss = j.value("loss", 0.0);
-  p.test_accuracy = j.value("test_accuracy", -1.0);
-  p.world = j.value("world", 0);
-  p.generation = j.value("generation", int64_t{0});
-  if (j.contains("fraction") && j["fraction"].is_number()) {
-    p.fraction = std::clamp(j["fraction"].get<double>(), 0.0, 1.0);
-  }
   p.json = text;
   return p;
 }
@@ -75,8 +65,9 @@ struct Controller::Impl {
   ControllerDeps d;
   policy::JobSpec job;
   double gap_s = 0;
-  double h = 0;  // tick length in hours
-  int64_t ticks = 0;
+  double h = 0;                                  // tick length in hours
+  int64_t ticks = 0;                             // of the market the feed knows
+  std::unique_ptr<market::MarketFeed> own_feed;  // the replay, when none was given
   std::string id;
   double wall_epoch = 0;
   double compression = 1;
@@ -117,27 +108,10 @@ struct Controller::Impl {
     return policy::FleetName(policy::FleetOf(model->instances(), job.nodes), job.nodes);
   }
   bool HoldsAny() const { return !policy::FleetOf(model->instances(), job.nodes).empty(); }
-  // The startup delay left of the gang the fleet is (0 when it is none).
-  double GangStartupLeft(const Placement& gang) const {
-    if (gang.kind == InstanceKind::kIdle) return 0;
-    double left = 0;
-    for (const fleet::Instance& i : model->instances()) {
-      if (i.state != fleet::InstanceState::kPreempted) left = std::max(left, i.startup_left_hours);
-    }
-    return left;
-  }
   policy::Observation Observe(int64_t t, int64_t abs, double progress_hours, bool preempted) const {
-    const Placement current = policy::GangOf(model->instances(), job.nodes);
-    return {.tick = t,
-            .time_hours = static_cast<double>(t) * h,
-            .job = job,
-            .progress_hours = progress_hours,
-            .current = current,
-            .changeover_left_hours = GangStartupLeft(current),
-            .preempted_now = preempted,
-            .market = policy::MarketView(d.zones, abs, job.nodes),
-            .fleet = model->instances(),
-            .types = model->types()};
+    return policy::ObserveFleet(t, job, progress_hours, preempted,
+                                policy::MarketView(d.zones, abs, job.nodes), model->instances(),
+                                model->types());
   }
 
   Status Event(double sim_s, const std::string& kind, const std::string& instance,
@@ -261,11 +235,11 @@ Status Controller::Impl::Resume() {
                                    .zone_name = r.zone_name,
                                    .region = spec.resources.region,
                                    .instance_type = r.instance_type},
-                          .pid = r.pid,
-                          .metadata_port = r.metadata_port,
+                          .provider_data = r.provider_data,
                           .launched_s = r.launched_s,
                           .notice_s = noticed.count(r.id) ? noticed[r.id] : -1.0};
-    Status st = r.pid > 0 ? d.provider->Adopt(v, now) : NotFoundError("never started");
+    Status st =
+        !r.provider_data.empty() ? d.provider->Adopt(v, now) : NotFoundError("never started");
     if (st.ok()) {
       ++adopted;
       continue;
@@ -347,6 +321,11 @@ Status Controller::Impl::PollProvider(double now) {
 
 Status Controller::Impl::ReconcileTick(int64_t t) {
   const int64_t abs = start_tick + t;
+  if (Status st = d.feed->Advance(abs); !st.ok()) {
+    spdlog::warn("job {}: market feed at tick {}: {}; deciding on what is known", id, abs,
+                 st.message());
+  }
+  ticks = d.feed->known_ticks();
   const bool preempted = model->Reclaim(abs) > 0;  // none past the traces' end: capacity 0
   if (preempted) ++out.preemptions;
   DecisionRecord rec{.tick = t,
@@ -418,12 +397,11 @@ Status Controller::Impl::Launch(const PoolRef& pool, double max_price, double no
     ++failures_since_progress;
     return Event(now, "launch-failed", r.id, std::string(v.status().message()));
   }
-  rec.pid = v->pid;
-  rec.metadata_port = v->metadata_port;
+  rec.provider_data = v->provider_data;
   SPOT_RETURN_IF_ERROR(d.store->PutInstance(rec));
   ++out.launches;
   return Event(now, "launch", r.id,
-               fmt::format("{} {} pid {}", spot ? "spot" : "on-demand", r.zone_name, v->pid));
+               fmt::format("{} {} {}", spot ? "spot" : "on-demand", r.zone_name, v->provider_data));
 }
 
 // Makes the provider's instances match the model's fleet, pool by pool.
@@ -467,7 +445,7 @@ Status Controller::Impl::CheckReachable(double now) {
     process_running[v.spec.id] = v.process_running;
   for (auto& [iid, r] : instances) {
     // An ended process is the provider's business (exit events), not a silence.
-    if (r.ended_s || r.pid <= 0 || !process_running[iid]) {
+    if (r.ended_s || r.provider_data.empty() || !process_running[iid]) {
       unheard_since_wall.erase(iid);
       continue;
     }
@@ -493,8 +471,12 @@ Status Controller::Impl::CheckReachable(double now) {
   return Status::Ok();
 }
 
+// Bills every instance up to the last whole tick (an ended one up to its
+// end), all in one transaction.
 Status Controller::Impl::Bill(double now) {
   const double whole = std::floor(now / gap_s + kEps) * gap_s;
+  std::vector<JobStore::InstanceBill> bills;
+  std::vector<InstanceRecord*> billed;
   for (auto& [iid, r] : instances) {
     const double until = r.ended_s ? *r.ended_s : std::max(whole, r.billed_until_s);
     if (until <= r.billed_until_s + kEps) continue;
@@ -511,9 +493,14 @@ Status Controller::Impl::Bill(double now) {
       from = to;
     }
     if (rows.empty()) continue;
-    SPOT_RETURN_IF_ERROR(d.store->Bill(r.id, rows));
-    r.billed_until_s = rows.back().to_s;
-    for (const LedgerEntry& e : rows) billed_usd += e.usd;
+    bills.push_back({r.id, std::move(rows)});
+    billed.push_back(&r);
+  }
+  if (bills.empty()) return Status::Ok();
+  SPOT_RETURN_IF_ERROR(d.store->BillAll(bills));
+  for (size_t k = 0; k < bills.size(); ++k) {
+    billed[k]->billed_until_s = bills[k].rows.back().to_s;
+    for (const LedgerEntry& e : bills[k].rows) billed_usd += e.usd;
   }
   return Status::Ok();
 }
@@ -631,10 +618,15 @@ Controller::Controller(const RunSpec& spec, ControllerDeps deps) : impl_(std::ma
   if (!m.d.read_progress) {
     m.d.read_progress = [path = m.d.progress_path] { return ReadTrainingProgress(path); };
   }
+  if (!m.d.feed) {
+    m.own_feed = market::MakeReplayedFeed(m.d.zones);
+    m.d.feed = m.own_feed.get();
+  }
+  m.d.zones.assign(m.d.feed->zones().begin(), m.d.feed->zones().end());
   m.job = ToPolicyJob(spec);
   m.gap_s = m.d.zones.empty() ? 1 : m.d.zones[0]->gap_seconds;
   m.h = m.gap_s / 3600.0;
-  m.ticks = m.d.zones.empty() ? 0 : m.d.zones[0]->ticks();
+  m.ticks = m.d.zones.empty() ? 0 : m.d.feed->known_ticks();
   m.id = spec.name;
   m.compression = spec.market.time_compression;
   m.start_tick = spec.market.start_tick;

@@ -36,25 +36,19 @@
 #include "control/job_store.h"
 #include "control/run_spec.h"
 #include "core/clock.h"
+#include "core/job_files.h"
 #include "fleet/fleet.h"
+#include "market/feed.h"
 #include "market/trace.h"
 #include "policy/policy.h"
 
 namespace spot::control {
 
-// What the training reported (rank 0 writes it; see dist::WorkerOptions).
-struct TrainingProgress {
+// What the training reported (rank 0 writes it: core/job_files.h), and
+// whether a report was read at all.
+struct TrainingProgress : ProgressReport {
   bool known = false;
-  int64_t step = 0;
-  int64_t total_steps = 0;
-  int64_t epoch = 0;
-  bool done = false;
-  double loss = 0;
-  double test_accuracy = -1;
-  int world = 0;
-  int64_t generation = 0;
-  double fraction = -1;  // of the job done, when the training reports it; -1: step / total
-  std::string json;      // as read, for the API
+  std::string json;  // as read, for the API
 };
 // Parses the progress JSON; `known` false when it is not a JSON object.
 TrainingProgress ParseTrainingProgress(const std::string& text);
@@ -65,6 +59,9 @@ struct ControllerDeps {
   JobStore* store = nullptr;
   cloud::Provider* provider = nullptr;
   std::vector<const market::Trace*> zones;  // the job's market (the provider's too)
+  // Where the market's news comes from (a provider's live prices and
+  // capacity); null: a replay of `zones`. Its zones replace `zones`.
+  market::MarketFeed* feed = nullptr;
   // Catalog facts per zone, then the job's reference type (fleet::FleetModel);
   // empty: every zone is the reference type at the job's on-demand price.
   std::vector<fleet::TypeFacts> types;

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "cloud/local_provider.h"
-#include "cloud/process.h"
+#include "core/process.h"
 #include "core/temp_dir.h"
 #include "policy/registry.h"
 #include "sim/spot_sim.h"
@@ -44,6 +44,12 @@ constexpr double kOnDemandPrice = 3.0;
 constexpr int64_t kTotalSteps = 1000;
 constexpr char kHash[] = "0123456789abcdef";
 
+// The local provider's process of an instance (0 before it was launched).
+int64_t Pid(const std::string& provider_data) {
+  auto d = cloud::DecodeLocalInstanceData(provider_data);
+  return d.ok() ? d->pid : 0;
+}
+
 double WallNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -59,17 +65,18 @@ bool WaitFor(Pred pred, milliseconds timeout = milliseconds(20000)) {
 }
 
 // A zone of `ticks` ticks with a gang-sized capacity (4) except in `down`
-// ([begin, end) tick ranges, capacity 1), and a price of `price` + a small
-// wobble (so that billing has to follow the series).
+// ([begin, end) tick ranges, capacity `down_capacity`: 1 takes one of a gang
+// of 2, the newer, and the controller gives the other back), and a price of
+// `price` + a small wobble (so that billing has to follow the series).
 market::Trace Zone(const std::string& name, double price, std::vector<std::pair<int, int>> down,
-                   int ticks = 300) {
+                   int ticks = 300, int down_capacity = 1) {
   market::Trace t;
   t.pool = {.cloud = "aws", .region = "us-east-1", .zone = name, .instance_type = "p3.2xlarge"};
   t.name = name;
   t.gap_seconds = kGap;
   t.available.assign(ticks, 4);
   for (auto [b, e] : down) {
-    for (int i = b; i < e; ++i) t.available[i] = 1;
+    for (int i = b; i < e; ++i) t.available[i] = down_capacity;
   }
   for (int i = 0; i < ticks; ++i) t.price.push_back(price + 0.01 * (i % 5));
   return t;
@@ -176,10 +183,10 @@ class ControllerTest : public ::testing::Test {
     auto all = store_->Instances(spec_.name, false);
     if (!all.ok()) return;
     for (const InstanceRecord& r : *all) {
-      int status = 0;
-      if (r.pid > 0 && ::waitpid(static_cast<pid_t>(r.pid), &status, WNOHANG) == 0) {
-        cloud::SignalProcess(r.pid, SIGKILL);
-        ::waitpid(static_cast<pid_t>(r.pid), &status, 0);
+      int64_t pid = Pid(r.provider_data);
+      // Only our running child: a reaped pid may be someone else's by now.
+      if (pid > 0 && ::waitpid(static_cast<pid_t>(pid), nullptr, WNOHANG) == 0) {
+        (void)StopProcess(pid, 0);
       }
     }
   }
@@ -195,7 +202,7 @@ class ControllerTest : public ::testing::Test {
     RunSpec s;
     s.source = "job.yaml";
     s.name = "job";
-    s.policy = policy;
+    s.policy.name = policy;
     s.compute_hours = compute_hours;
     s.deadline_hours = deadline_hours;
     s.resources.nodes = kNodes;
@@ -373,9 +380,9 @@ class ControllerTest : public ::testing::Test {
   std::unique_ptr<FakeTraining> training_;
 };
 
-// Zone a, the cheapest, is lost at tick 40; zone b is always up.
+// Zone a, the cheapest, is lost at tick 40 (the whole gang); zone b is always up.
 std::vector<market::Trace> OneLoss() {
-  return {Zone("us-east-1a", 0.9, {{40, 300}}), Zone("us-east-1b", 1.2, {})};
+  return {Zone("us-east-1a", 0.9, {{40, 300}}, 300, 0), Zone("us-east-1b", 1.2, {})};
 }
 
 TEST_F(ControllerTest, GreedyDecisionsMatchSpotSim) {
@@ -556,8 +563,8 @@ TEST_F(ControllerTest, RestartAdoptsTheFleetAndKeepsTheLedgerWhole) {
   auto job = CrashFirstController([&] {
     auto d = store_->Decisions(spec_.name);
     auto live = store_->Instances(spec_.name, true);
-    return d.ok() && d->size() >= 50 && live.ok() && live->size() == kNodes && (*live)[0].pid > 0 &&
-           (*live)[1].pid > 0;
+    return d.ok() && d->size() >= 50 && live.ok() && live->size() == kNodes &&
+           Pid((*live)[0].provider_data) > 0 && Pid((*live)[1].provider_data) > 0;
   });
   ASSERT_TRUE(job.has_value());
   auto before = store_->Instances(spec_.name, true);
@@ -565,7 +572,7 @@ TEST_F(ControllerTest, RestartAdoptsTheFleetAndKeepsTheLedgerWhole) {
   ASSERT_EQ(before->size(), static_cast<size_t>(kNodes));
   for (const InstanceRecord& r : *before) {
     EXPECT_EQ(r.zone, 1);
-    EXPECT_TRUE(cloud::CheckProcess(r.pid).running) << r.id;
+    EXPECT_TRUE(CheckProcess(Pid(r.provider_data)).running) << r.id;
   }
   std::this_thread::sleep_for(milliseconds(150));  // nobody watches for a few ticks
 
@@ -593,8 +600,7 @@ TEST_F(ControllerTest, RestartAdoptsTheFleetAndKeepsTheLedgerWhole) {
     for (const cloud::InstanceView& v : b.List()) {
       if (v.spec.id != r.id) continue;
       adopted = true;
-      EXPECT_EQ(v.pid, r.pid);
-      EXPECT_EQ(v.metadata_port, r.metadata_port);
+      EXPECT_EQ(v.provider_data, r.provider_data);
       EXPECT_EQ(v.state, cloud::InstanceState::kTerminated);
     }
     EXPECT_TRUE(adopted) << r.id;
@@ -617,8 +623,8 @@ TEST_F(ControllerTest, RestartAfterAReclaimNobodyWatched) {
   auto job = CrashFirstController([&] {
     auto d = store_->Decisions(spec_.name);
     auto live = store_->Instances(spec_.name, true);
-    return d.ok() && d->size() >= 10 && live.ok() && live->size() == kNodes && (*live)[0].pid > 0 &&
-           (*live)[1].pid > 0;
+    return d.ok() && d->size() >= 10 && live.ok() && live->size() == kNodes &&
+           Pid((*live)[0].provider_data) > 0 && Pid((*live)[1].provider_data) > 0;
   });
   ASSERT_TRUE(job.has_value());
   auto before = store_->Instances(spec_.name, true);
@@ -644,7 +650,7 @@ TEST_F(ControllerTest, RestartAfterAReclaimNobodyWatched) {
       EXPECT_EQ(now.end_reason, "preempted");
       EXPECT_EQ(now.ended_s, 40 * kGap);
     }
-    EXPECT_FALSE(cloud::CheckProcess(r.pid).running);  // the reclaim killed it
+    EXPECT_FALSE(CheckProcess(Pid(r.provider_data)).running);  // the reclaim killed it
   }
   const std::vector<std::string> want = {"PENDING -> PROVISIONING", "PROVISIONING -> RUNNING",
                                          "RUNNING -> RECOVERING", "RECOVERING -> RUNNING",

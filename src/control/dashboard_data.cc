@@ -10,6 +10,7 @@
 
 #include "control/controller.h"
 #include "control/job_monitor.h"
+#include "core/job_files.h"
 
 namespace spot::control {
 namespace {
@@ -113,7 +114,7 @@ Result<std::string> DashboardData(const DashboardInputs& in) {
   const double nodes = static_cast<double>(spec.resources.nodes);
   const double od_price = spec.resources.ondemand_price;
   const double od_total = nodes * od_price * (spec.compute_hours + spec.resources.changeover_hours);
-  TrainingProgress p = ReadTrainingProgress((fs::path(in.job_dir) / "progress.json").string());
+  TrainingProgress p = ReadTrainingProgress(JobFiles{in.job_dir}.progress());
   if (!p.known) {  // the job's directory is gone: the store keeps the last report
     auto stored = in.store->GetValue(spec.name, "progress");
     if (stored.ok() && *stored) p = ParseTrainingProgress(**stored);
@@ -130,7 +131,7 @@ Result<std::string> DashboardData(const DashboardInputs& in) {
   out["job"] = {{"id", job->id},
                 {"state", std::string(JobStateName(job->state))},
                 {"message", job->message},
-                {"policy", spec.policy},
+                {"policy", spec.policy.name},
                 {"instance_type", spec.resources.instance_type},
                 {"region", spec.resources.region},
                 {"nodes", spec.resources.nodes},
@@ -281,7 +282,7 @@ Result<std::string> DashboardData(const DashboardInputs& in) {
   out["utilization"] = {
       {"bucket_s", gap}, {"t_s", std::move(util_t)}, {"workers", std::move(workers)}};
 
-  out["training"] = TrainingSeries((fs::path(in.job_dir) / "steps.csv").string());
+  out["training"] = TrainingSeries(JobFiles{in.job_dir}.step_log());
   out["evaluation"] = {{"step", std::move(eval_step)}, {"test_accuracy", std::move(eval_acc)}};
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }

@@ -107,7 +107,7 @@ struct JobMonitor::Impl {
     const pm::Labels job{{"job_id", o.spec.name}};
     monitor::AddGauge(r, "spot_job_info", "The job: its policy and instance type (value 1)")
         .Add({{"job_id", o.spec.name},
-              {"policy", o.spec.policy},
+              {"policy", o.spec.policy.name},
               {"instance_type", o.spec.resources.instance_type},
               {"region", o.spec.resources.region}})
         .Set(1);

@@ -72,7 +72,7 @@ class JobMonitorTest : public ::testing::Test {
     b[3] = 0;
     zones_.push_back(Zone("zone-b", b, 1.2));
     spec_.name = "job";
-    spec_.policy = "greedy";
+    spec_.policy.name = "greedy";
     spec_.compute_hours = 1;
     spec_.deadline_hours = 3;
     spec_.resources.nodes = 2;

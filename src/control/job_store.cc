@@ -16,7 +16,7 @@ namespace {
 using internal::CodeForSqlite;
 using internal::Stmt;
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 // Ledger rows may meet within this many seconds (doubles summed over a long job).
 constexpr double kBillTolerance = 1e-6;
 
@@ -92,11 +92,23 @@ CREATE INDEX samples_by_series ON samples(job_id, series, t_s);
 PRAGMA user_version = 2;
 )sql";
 
+// Version 3: an instance's provider-owned data (opaque here: the local
+// provider's pid and metadata port, a cloud's instance id) replaces the two
+// local-provider columns; what they held moves into it.
+constexpr const char* kSchemaV3 = R"sql(
+ALTER TABLE instances ADD COLUMN provider_data TEXT NOT NULL DEFAULT '';
+UPDATE instances SET provider_data = json_object('pid', pid, 'metadata_port', metadata_port)
+  WHERE pid > 0;
+ALTER TABLE instances DROP COLUMN pid;
+ALTER TABLE instances DROP COLUMN metadata_port;
+PRAGMA user_version = 3;
+)sql";
+
 constexpr const char* kJobColumns =
     "id, spec_path, spec_hash, state, message, wall_epoch_unix_s, time_compression, start_tick, "
     "created_unix_s, updated_unix_s";
 constexpr const char* kInstanceColumns =
-    "id, job_id, zone, zone_name, instance_type, spot, pid, metadata_port, launched_s, ended_s, "
+    "id, job_id, zone, zone_name, instance_type, spot, provider_data, launched_s, ended_s, "
     "end_reason, billed_until_s";
 
 double NowUnixS() {
@@ -127,12 +139,11 @@ InstanceRecord InstanceFromRow(const Stmt& s) {
   r.zone_name = s.Text(3);
   r.instance_type = s.Text(4);
   r.spot = s.Int(5) != 0;
-  r.pid = s.Int(6);
-  r.metadata_port = static_cast<int>(s.Int(7));
-  r.launched_s = s.Double(8);
-  r.ended_s = s.OptDouble(9);
-  r.end_reason = s.Text(10);
-  r.billed_until_s = s.Double(11);
+  r.provider_data = s.Text(6);
+  r.launched_s = s.Double(7);
+  r.ended_s = s.OptDouble(8);
+  r.end_reason = s.Text(9);
+  r.billed_until_s = s.Double(10);
   return r;
 }
 
@@ -154,6 +165,7 @@ class SqliteJobStore final : public JobStore {
   Status EndInstance(const std::string& instance_id, double ended_s,
                      const std::string& reason) override;
   Status Bill(const std::string& instance_id, std::span<const LedgerEntry> rows) override;
+  Status BillAll(std::span<const InstanceBill> bills) override;
   Result<std::vector<LedgerEntry>> Ledger(const std::string& job_id) override;
   Result<double> TotalCost(const std::string& job_id) override;
   Status AppendDecision(const std::string& job_id, const DecisionRecord& d) override;
@@ -253,7 +265,7 @@ Result<int64_t> SqliteJobStore::UserVersion(std::string_view op) {
 Status SqliteJobStore::CheckVersion() {
   constexpr std::string_view kOp = "opening";
   SPOT_ASSIGN_OR_RETURN(int64_t version, UserVersion(kOp));
-  if (version == kSchemaVersion || version == 1) return Status::Ok();  // 1: upgraded in Init
+  if (version >= 1 && version <= kSchemaVersion) return Status::Ok();  // upgraded in Init
   if (version != 0) {
     return Fail(
         StatusCode::kDataLoss, kOp,
@@ -292,6 +304,7 @@ Status SqliteJobStore::Init() {
   Status s = version.status();
   if (s.ok() && *version == 0) s = Exec("creating the schema", kSchema);
   if (s.ok() && *version < 2) s = Exec("upgrading the schema to version 2", kSchemaV2);
+  if (s.ok() && *version < 3) s = Exec("upgrading the schema to version 3", kSchemaV3);
   if (s.ok()) s = Exec(kOp, "COMMIT");
   if (!s.ok() && sqlite3_get_autocommit(db_) == 0) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -410,14 +423,14 @@ Status SqliteJobStore::PutInstance(const InstanceRecord& r) {
     SPOT_ASSIGN_OR_RETURN(
         Stmt s,
         Prepare(kOp, fmt::format("INSERT INTO instances ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                                 "?, ?) ON CONFLICT(id) DO UPDATE SET job_id = excluded.job_id, "
+                                 "?) ON CONFLICT(id) DO UPDATE SET job_id = excluded.job_id, "
                                  "zone = excluded.zone, zone_name = excluded.zone_name, "
                                  "instance_type = excluded.instance_type, spot = excluded.spot, "
-                                 "pid = excluded.pid, metadata_port = excluded.metadata_port, "
+                                 "provider_data = excluded.provider_data, "
                                  "ended_s = excluded.ended_s, end_reason = excluded.end_reason",
                                  kInstanceColumns)));
     s.Bind(r.id).Bind(r.job_id).Bind(r.zone).Bind(r.zone_name).Bind(r.instance_type).Bind(r.spot);
-    s.Bind(r.pid).Bind(r.metadata_port).Bind(r.launched_s).Bind(r.ended_s).Bind(r.end_reason);
+    s.Bind(r.provider_data).Bind(r.launched_s).Bind(r.ended_s).Bind(r.end_reason);
     s.Bind(r.launched_s);
     return Run(kOp, s);
   });
@@ -484,29 +497,41 @@ Status SqliteJobStore::CheckBill(std::string_view op, const InstanceRecord& inst
 }
 
 Status SqliteJobStore::Bill(const std::string& instance_id, std::span<const LedgerEntry> rows) {
-  constexpr std::string_view kOp = "Bill";
   if (rows.empty()) return Status::Ok();
+  const InstanceBill one[] = {{instance_id, {rows.begin(), rows.end()}}};
+  return BillAll(one);
+}
+
+Status SqliteJobStore::BillAll(std::span<const InstanceBill> bills) {
+  constexpr std::string_view kOp = "Bill";
   return Write(kOp, [&]() -> Status {
-    SPOT_ASSIGN_OR_RETURN(std::optional<InstanceRecord> inst, FindInstance(kOp, instance_id));
-    if (!inst) return Fail(StatusCode::kNotFound, kOp, fmt::format("no instance {}", instance_id));
-    SPOT_RETURN_IF_ERROR(CheckBill(kOp, *inst, rows));
     SPOT_ASSIGN_OR_RETURN(Stmt ins, Prepare(kOp,
                                             "INSERT INTO ledger (instance_id, from_s, to_s, "
                                             "usd_per_hour, usd) VALUES (?, ?, ?, ?, ?)"));
-    // Each row starts exactly where the last ended, so the rows sum to
-    // billed_until_s - launched_s without drift.
-    double from = inst->billed_until_s;
-    for (const LedgerEntry& r : rows) {
-      ins.Reset();
-      ins.Bind(instance_id).Bind(from).Bind(r.to_s).Bind(r.usd_per_hour);
-      ins.Bind((r.to_s - from) / 3600.0 * r.usd_per_hour);
-      SPOT_RETURN_IF_ERROR(Run(kOp, ins));
-      from = r.to_s;
-    }
     SPOT_ASSIGN_OR_RETURN(Stmt up,
                           Prepare(kOp, "UPDATE instances SET billed_until_s = ? WHERE id = ?"));
-    up.Bind(from).Bind(instance_id);
-    return Run(kOp, up);
+    for (const InstanceBill& b : bills) {
+      if (b.rows.empty()) continue;
+      SPOT_ASSIGN_OR_RETURN(std::optional<InstanceRecord> inst, FindInstance(kOp, b.instance_id));
+      if (!inst) {
+        return Fail(StatusCode::kNotFound, kOp, fmt::format("no instance {}", b.instance_id));
+      }
+      SPOT_RETURN_IF_ERROR(CheckBill(kOp, *inst, b.rows));
+      // Each row starts exactly where the last ended, so the rows sum to
+      // billed_until_s - launched_s without drift.
+      double from = inst->billed_until_s;
+      for (const LedgerEntry& r : b.rows) {
+        ins.Reset();
+        ins.Bind(b.instance_id).Bind(from).Bind(r.to_s).Bind(r.usd_per_hour);
+        ins.Bind((r.to_s - from) / 3600.0 * r.usd_per_hour);
+        SPOT_RETURN_IF_ERROR(Run(kOp, ins));
+        from = r.to_s;
+      }
+      up.Reset();
+      up.Bind(from).Bind(b.instance_id);
+      SPOT_RETURN_IF_ERROR(Run(kOp, up));
+    }
+    return Status::Ok();
   });
 }
 

@@ -65,8 +65,9 @@ struct InstanceRecord {
   std::string zone_name;
   std::string instance_type;
   bool spot = true;
-  int64_t pid = 0;  // the local provider's worker process
-  int metadata_port = 0;
+  // The provider's own data about the instance (cloud::InstanceView); empty
+  // until the provider has launched it.
+  std::string provider_data;
   double launched_s = 0;
   std::optional<double> ended_s;  // unset while it runs
   std::string end_reason;         // preempted | terminated | failed | exited
@@ -145,6 +146,13 @@ class JobStore {
   // stored starting exactly where the previous one ended, with usd computed
   // from its times and price (InvalidArgument for a negative or non-finite price).
   virtual Status Bill(const std::string& instance_id, std::span<const LedgerEntry> rows) = 0;
+  // Bill() for several instances in one transaction: all of it or none (one
+  // commit a reconcile pass, whatever the fleet's size).
+  struct InstanceBill {
+    std::string instance_id;
+    std::vector<LedgerEntry> rows;
+  };
+  virtual Status BillAll(std::span<const InstanceBill> bills) = 0;
   virtual Result<std::vector<LedgerEntry>> Ledger(const std::string& job_id) = 0;
   virtual Result<double> TotalCost(const std::string& job_id) = 0;
 

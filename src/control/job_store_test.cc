@@ -44,8 +44,7 @@ InstanceRecord MakeInstance(const std::string& id, const std::string& job, doubl
   r.zone = 1;
   r.zone_name = "us-east-1b";
   r.instance_type = "p3.2xlarge";
-  r.pid = 4242;
-  r.metadata_port = 18080;
+  r.provider_data = R"({"pid":4242,"metadata_port":18080})";
   r.launched_s = launched_s;
   return r;
 }
@@ -212,8 +211,7 @@ TEST_F(JobStoreTest, InstancesPutListAndEnd) {
   EXPECT_EQ((*all)[0].id, "i-a");
   EXPECT_EQ((*all)[0].zone_name, "us-east-1b");
   EXPECT_EQ((*all)[0].instance_type, "p3.2xlarge");
-  EXPECT_EQ((*all)[0].pid, 4242);
-  EXPECT_EQ((*all)[0].metadata_port, 18080);
+  EXPECT_EQ((*all)[0].provider_data, R"({"pid":4242,"metadata_port":18080})");
   EXPECT_TRUE((*all)[0].spot);
   EXPECT_FALSE((*all)[0].ended_s.has_value());
   EXPECT_DOUBLE_EQ((*all)[0].billed_until_s, 10);  // an empty ledger starts at launch
@@ -239,12 +237,12 @@ TEST_F(JobStoreTest, InstancesPutListAndEnd) {
   // A replace updates the fields but leaves the ledger's position alone.
   ASSERT_TRUE(store_->Bill("i-b", std::vector<LedgerEntry>{Row(20, 30)}).ok());
   InstanceRecord b2 = b;
-  b2.pid = 7;
+  b2.provider_data = "i-7";
   b2.billed_until_s = 999;
   ASSERT_TRUE(store_->PutInstance(b2).ok());
   live = store_->Instances("j", true);
   ASSERT_TRUE(live.ok() && live->size() == 1u);
-  EXPECT_EQ((*live)[0].pid, 7);
+  EXPECT_EQ((*live)[0].provider_data, "i-7");
   EXPECT_DOUBLE_EQ((*live)[0].billed_until_s, 30);
 }
 
@@ -293,6 +291,22 @@ TEST_F(BillTest, AppendsContiguousRowsAndAdvancesBilledUntil) {
   EXPECT_DOUBLE_EQ((*ledger)[1].usd, 3540.0 / 3600 * 1.8);
   EXPECT_DOUBLE_EQ((*ledger)[2].from_s, 3700);  // snapped onto the previous row
   EXPECT_EQ(store_->Bill("i-ghost", rows).code(), StatusCode::kNotFound);
+}
+
+TEST_F(BillTest, BillAllIsOneTransactionAllOrNothing) {
+  ASSERT_TRUE(store_->PutInstance(MakeInstance("i-2", "j", 100)).ok());
+  std::vector<JobStore::InstanceBill> good = {{"i-1", {Row(100, 160)}}, {"i-2", {Row(100, 200)}}};
+  ASSERT_TRUE(store_->BillAll(good).ok());
+  EXPECT_EQ(Rows(), 2u);
+  // The second bill leaves a gap: neither is written.
+  std::vector<JobStore::InstanceBill> bad = {{"i-1", {Row(160, 220)}}, {"i-2", {Row(250, 300)}}};
+  EXPECT_EQ(store_->BillAll(bad).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Rows(), 2u);
+  auto all = store_->Instances("j", false);
+  ASSERT_TRUE(all.ok());
+  for (const InstanceRecord& r : *all) {
+    EXPECT_DOUBLE_EQ(r.billed_until_s, r.id == "i-1" ? 160 : 200) << r.id;
+  }
 }
 
 TEST_F(BillTest, RefusesRowsThatBreakContiguity) {
@@ -417,7 +431,7 @@ std::string QueryOther(const std::string& path, const char* sql) {
 TEST_F(JobStoreTest, UsesWriteAheadLogging) {
   ASSERT_TRUE(store_->CreateJob(MakeJob("j")).ok());
   EXPECT_EQ(QueryOther(path_, "PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(QueryOther(path_, "PRAGMA user_version"), "2");
+  EXPECT_EQ(QueryOther(path_, "PRAGMA user_version"), "3");
   EXPECT_EQ(QueryOther(path_, "SELECT state FROM jobs WHERE id = 'j'"), "PENDING");
 }
 
@@ -467,18 +481,53 @@ TEST_F(JobStoreTest, SamplesAppendAndReadBySeriesPrefix) {
   EXPECT_EQ(store_->Samples("j", "")->size(), 4u);
 }
 
+// Turns the store's file back into the layout of schema version 2 (instances
+// with the local provider's pid and metadata_port columns).
+void MakeVersionTwo(const std::string& path) {
+  EXPECT_EQ(QueryOther(path, "ALTER TABLE instances ADD COLUMN pid INTEGER NOT NULL DEFAULT 0"),
+            "");
+  EXPECT_EQ(
+      QueryOther(path, "ALTER TABLE instances ADD COLUMN metadata_port INTEGER NOT NULL DEFAULT 0"),
+      "");
+  EXPECT_EQ(QueryOther(path, "ALTER TABLE instances DROP COLUMN provider_data"), "");
+  EXPECT_EQ(QueryOther(path, "PRAGMA user_version = 2"), "");
+}
+
 // A store written by the first schema (no samples table) is upgraded in place.
 TEST_F(JobStoreTest, UpgradesAVersionOneStore) {
   ASSERT_TRUE(store_->CreateJob(MakeJob("j")).ok());
   store_.reset();
+  MakeVersionTwo(path_);
   EXPECT_EQ(QueryOther(path_, "DROP TABLE samples"), "");
   EXPECT_EQ(QueryOther(path_, "PRAGMA user_version = 1"), "");
   Reopen();
-  EXPECT_EQ(QueryOther(path_, "PRAGMA user_version"), "2");
+  EXPECT_EQ(QueryOther(path_, "PRAGMA user_version"), "3");
   auto job = store_->GetJob("j");
   ASSERT_TRUE(job.ok() && job->has_value());
   std::vector<SamplePoint> one = {{"busy/i", 0, 0.5}};
   EXPECT_TRUE(store_->AppendSamples("j", one).ok());
+}
+
+// Version 2 kept the local provider's pid and port in columns of their own;
+// version 3 moves them into the provider's data, which adoption reads.
+TEST_F(JobStoreTest, UpgradesAVersionTwoStoreKeepingTheInstancesData) {
+  ASSERT_TRUE(store_->CreateJob(MakeJob("j")).ok());
+  ASSERT_TRUE(store_->PutInstance(MakeInstance("i-1", "j", 0)).ok());
+  InstanceRecord never = MakeInstance("i-2", "j", 0);
+  never.provider_data.clear();  // recorded, never launched
+  ASSERT_TRUE(store_->PutInstance(never).ok());
+  store_.reset();
+  MakeVersionTwo(path_);
+  EXPECT_EQ(
+      QueryOther(path_, "UPDATE instances SET pid = 4242, metadata_port = 18080 WHERE id = 'i-1'"),
+      "");
+  Reopen();
+  EXPECT_EQ(QueryOther(path_, "PRAGMA user_version"), "3");
+  auto all = store_->Instances("j", false);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].provider_data, R"({"pid":4242,"metadata_port":18080})");
+  EXPECT_EQ((*all)[1].provider_data, "");
 }
 
 TEST_F(JobStoreTest, RefusesAForeignDatabase) {

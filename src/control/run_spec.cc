@@ -6,7 +6,8 @@ void ReadRunSpecFields(SpecReader& top, RunSpec* out) {
   RunSpec& s = *out;
   s.source = top.file();
   top.String("name", &s.name, /*required=*/true);
-  top.String("policy", &s.policy);
+  ReadComponent(top, "policy", &s.policy);
+  ReadComponent(top, "provider", &s.provider);
   top.Double("compute_hours", &s.compute_hours, {.min = 0, .min_exclusive = true});
   top.Double("deadline_hours", &s.deadline_hours, {.min = 0, .min_exclusive = true});
   top.Double("budget_usd", &s.budget_usd, {.min = 0});
@@ -59,7 +60,8 @@ policy::JobSpec ToPolicyJob(const RunSpec& spec) {
           .deadline_hours = spec.deadline_hours,
           .changeover_hours = spec.resources.changeover_hours,
           .nodes = static_cast<int>(spec.resources.nodes),
-          .ondemand_price = spec.resources.ondemand_price};
+          .ondemand_price = spec.resources.ondemand_price,
+          .min_nodes = static_cast<int>(spec.resources.min_nodes)};
 }
 
 }  // namespace spot::control

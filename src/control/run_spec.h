@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config_fields.h"
 #include "core/spec_reader.h"
 #include "policy/observation.h"
 
@@ -50,12 +51,17 @@ struct ControllerSpec {
 };
 
 struct RunSpec {
-  std::string source;             // the file
-  std::string name;               // the job's name (train.name is set to it)
-  std::string policy = "greedy";  // a registered policy
-  double compute_hours = 2;       // C: work on one gang, the policy's estimate (> 0)
-  double deadline_hours = 6;      // D: hours after the job's start (>= compute_hours)
-  double budget_usd = 0;          // the job fails rather than spend more; 0 = no budget
+  std::string source;  // the file
+  std::string name;    // the job's name (train.name is set to it)
+  // A registered policy, with its parameters: `policy: up` or
+  // `policy: {name: hazard-up, min_runs: 8}` (docs/job-spec.md).
+  ComponentConfig policy{.name = "greedy", .field = "policy"};
+  // Where instances come from: a registered provider (`local` today), with
+  // its parameters.
+  ComponentConfig provider{.name = "local", .field = "provider"};
+  double compute_hours = 2;   // C: work on one gang, the policy's estimate (> 0)
+  double deadline_hours = 6;  // D: hours after the job's start (>= compute_hours)
+  double budget_usd = 0;      // the job fails rather than spend more; 0 = no budget
   ResourcesSpec resources;
   MarketSpec market;
   ControllerSpec controller;

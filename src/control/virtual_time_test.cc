@@ -117,13 +117,14 @@ class VirtualTimeTest : public ::testing::Test {
                      .new_job_epoch_unix_s = epoch_};
     d.read_progress = [this] {
       cloud::FakeProgress f = World().Progress(clock_.NowUnixS() - epoch_);
-      TrainingProgress t{.known = true,
-                         .step = static_cast<int64_t>(f.fraction * kSteps),
-                         .total_steps = kSteps,
-                         .done = f.done,
-                         .world = f.world,
-                         .fraction = f.fraction};
-      t.json = "{}";
+      TrainingProgress t;
+      static_cast<ProgressReport&>(t) = {.step = static_cast<int64_t>(f.fraction * kSteps),
+                                         .total_steps = kSteps,
+                                         .world = f.world,
+                                         .done = f.done,
+                                         .fraction = f.fraction};
+      t.known = true;
+      t.json = ProgressReportJson(t);
       return t;
     };
     return d;
@@ -218,6 +219,15 @@ TEST_F(VirtualTimeTest, AControllerThatDiesIsReplacedWithoutADifference) {
   for (size_t t = 0; t < 400 && t < decisions->size(); ++t) {
     ASSERT_EQ((*decisions)[t].target, sim.timeline[t].fleet) << "tick " << t;
   }
+  // Every instance alive when the first controller died was adopted.
+  auto events = store_->Events(spec_.name);
+  ASSERT_TRUE(events.ok());
+  int resumes = 0;
+  for (const EventRecord& e : *events) {
+    EXPECT_NE(e.kind, "lost") << e.instance_id << ": " << e.detail;
+    resumes += e.kind == "resume" ? 1 : 0;
+  }
+  EXPECT_EQ(resumes, 1);
   auto all = store_->Instances(spec_.name, false);
   auto ledger = store_->Ledger(spec_.name);
   ASSERT_TRUE(all.ok() && ledger.ok());

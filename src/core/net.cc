@@ -1,7 +1,12 @@
 #include "core/net.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 namespace spot {
 
@@ -15,6 +20,24 @@ bool IsLoopbackHost(const std::string& host) {
 void SetReuseAddressOnly(int socket) {
   int yes = 1;
   ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+}
+
+Result<int> PickFreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    std::string err = std::strerror(errno);
+    ::close(fd);
+    return UnavailableError("no free port on 127.0.0.1: " + err);
+  }
+  ::close(fd);
+  return static_cast<int>(ntohs(addr.sin_port));
 }
 
 }  // namespace spot

@@ -1,8 +1,11 @@
-// Address checks shared by the loopback-only servers (the controller's API,
-// a worker's /metrics).
+// Address checks and socket helpers shared by the loopback-only servers (the
+// controller's API, a worker's /metrics) and by whoever starts one on a port
+// of its choosing. Thread-safe.
 #pragma once
 
 #include <string>
+
+#include "core/status.h"
 
 namespace spot {
 
@@ -14,5 +17,11 @@ bool IsLoopbackHost(const std::string& host);
 // silently take part of its requests. Use as
 // `server.set_socket_options(SetReuseAddressOnly)`.
 void SetReuseAddressOnly(int socket);
+
+// A TCP port on 127.0.0.1 that was free at the time of the call (bound to
+// port 0, then released): another process may take it before the caller
+// binds it, so retry a start that fails on a taken port. Unavailable when no
+// socket can be bound.
+Result<int> PickFreePort();
 
 }  // namespace spot

@@ -1,6 +1,10 @@
 #include "core/net.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 namespace spot {
 namespace {
@@ -12,6 +16,21 @@ TEST(NetTest, LoopbackHosts) {
   for (const char* h : {"0.0.0.0", "10.0.0.1", "128.0.0.1", "::", "example.com", "", "127.0.0"}) {
     EXPECT_FALSE(IsLoopbackHost(h)) << h;
   }
+}
+
+TEST(NetTest, PickFreePortGivesAPortWeCanBind) {
+  Result<int> port = PickFreePort();
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  EXPECT_GT(*port, 0);
+  EXPECT_LT(*port, 65536);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(*port));
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << *port;
+  ::close(fd);
 }
 
 }  // namespace

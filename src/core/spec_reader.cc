@@ -11,12 +11,6 @@
 namespace spot {
 namespace {
 
-std::string FormatNumber(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
 size_t EditDistance(std::string_view a, std::string_view b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -40,6 +34,44 @@ std::string Quote(const YAML::Node& n) {
 }
 
 }  // namespace
+
+std::string FormatNumber(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+std::string BoundsViolation(double v, const Bounds& b) {
+  if (b.min && (b.min_exclusive ? !(v > *b.min) : !(v >= *b.min))) {
+    return "must be " + std::string(b.min_exclusive ? "> " : ">= ") + FormatNumber(*b.min) +
+           " (got " + FormatNumber(v) + ")";
+  }
+  if (b.max && (b.max_exclusive ? !(v < *b.max) : !(v <= *b.max))) {
+    return "must be " + std::string(b.max_exclusive ? "< " : "<= ") + FormatNumber(*b.max) +
+           " (got " + FormatNumber(v) + ")";
+  }
+  return "";
+}
+
+std::string BoundsText(const Bounds& b) {
+  if (b.min && b.max) {
+    return std::string(b.min_exclusive ? "(" : "[") + FormatNumber(*b.min) + ", " +
+           FormatNumber(*b.max) + (b.max_exclusive ? ")" : "]");
+  }
+  if (b.min) return std::string(b.min_exclusive ? "> " : ">= ") + FormatNumber(*b.min);
+  if (b.max) return std::string(b.max_exclusive ? "< " : "<= ") + FormatNumber(*b.max);
+  return "";
+}
+
+std::string DidYouMean(std::string_view key, const std::vector<std::string>& known) {
+  std::string best;
+  size_t best_d = 3;  // suggest only close matches
+  for (const std::string& k : known) {
+    size_t d = EditDistance(key, k);
+    if (d < best_d) best_d = d, best = k;
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
 
 SpecReader::SpecReader(std::string file, YAML::Node node, std::string prefix,
                        std::shared_ptr<Shared> shared)
@@ -72,6 +104,17 @@ Result<SpecReader> SpecReader::FromFile(const std::string& path) {
 
 bool SpecReader::Has(std::string_view key) const {
   return node_.IsMap() && node_[std::string(key)].IsDefined();
+}
+
+bool SpecReader::IsMapping(std::string_view key) const {
+  return Has(key) && node_[std::string(key)].IsMap();
+}
+
+std::vector<std::string> SpecReader::Keys() const {
+  std::vector<std::string> keys;
+  if (!node_.IsMap()) return keys;
+  for (auto it = node_.begin(); it != node_.end(); ++it) keys.push_back(it->first.Scalar());
+  return keys;
 }
 
 std::string SpecReader::FieldName(std::string_view key) const {
@@ -113,21 +156,7 @@ std::optional<YAML::Node> SpecReader::Scalar(std::string_view key, bool required
 }
 
 void SpecReader::CheckBounds(std::string_view key, double v, const Bounds& b) {
-  if (b.min) {
-    bool bad = b.min_exclusive ? !(v > *b.min) : !(v >= *b.min);
-    if (bad) {
-      AddError(key, "must be " + std::string(b.min_exclusive ? "> " : ">= ") +
-                        FormatNumber(*b.min) + " (got " + FormatNumber(v) + ")");
-      return;
-    }
-  }
-  if (b.max) {
-    bool bad = b.max_exclusive ? !(v < *b.max) : !(v <= *b.max);
-    if (bad) {
-      AddError(key, "must be " + std::string(b.max_exclusive ? "< " : "<= ") +
-                        FormatNumber(*b.max) + " (got " + FormatNumber(v) + ")");
-    }
-  }
+  if (std::string why = BoundsViolation(v, b); !why.empty()) AddError(key, why);
 }
 
 void SpecReader::Int(std::string_view key, int64_t* out, Bounds bounds, bool required) {
@@ -227,8 +256,8 @@ SpecReader& SpecReader::Section(std::string_view key, bool required) {
   } else if (required) {
     AddError(key, "required section is missing");
   }
-  sections_.push_back(std::unique_ptr<SpecReader>(
-      new SpecReader(file_, child, FieldName(key), shared_)));
+  sections_.push_back(
+      std::unique_ptr<SpecReader>(new SpecReader(file_, child, FieldName(key), shared_)));
   return *sections_.back();
 }
 
@@ -246,15 +275,8 @@ void SpecReader::CollectUnknown() const {
         continue;
       }
       if (known_.count(key)) continue;
-      std::string msg = Where(key) + ": " + FieldName(key) + ": unknown field";
-      std::string best;
-      size_t best_d = 3;  // suggest only close matches
-      for (const std::string& k : known_) {
-        size_t d = EditDistance(key, k);
-        if (d < best_d) best_d = d, best = k;
-      }
-      if (!best.empty()) msg += " (did you mean '" + best + "'?)";
-      shared_->errors.push_back(std::move(msg));
+      shared_->errors.push_back(Where(key) + ": " + FieldName(key) + ": unknown field" +
+                                DidYouMean(key, {known_.begin(), known_.end()}));
     }
   }
   for (const auto& s : sections_) s->CollectUnknown();

@@ -9,6 +9,8 @@
 // Not thread-safe. A nested reader (Section) shares its parent's error list.
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -17,8 +19,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 #include "core/status.h"
 
@@ -31,6 +31,15 @@ struct Bounds {
   bool min_exclusive = false;
   bool max_exclusive = false;
 };
+
+// Why `v` breaks `b` ("must be > 0 (got -1)"), or "" when it does not.
+std::string BoundsViolation(double v, const Bounds& b);
+// `b` as a reader would: "> 0", "[0, 1]", ">= 1", "" when unbounded.
+std::string BoundsText(const Bounds& b);
+// A number as messages and docs print it (up to 6 significant digits).
+std::string FormatNumber(double v);
+// " (did you mean 'k'?)" for the known name closest to `key`, or "".
+std::string DidYouMean(std::string_view key, const std::vector<std::string>& known);
 
 class SpecReader {
  public:
@@ -56,6 +65,10 @@ class SpecReader {
   SpecReader& Section(std::string_view key, bool required = false);
 
   bool Has(std::string_view key) const;
+  // True when `key` holds a mapping (a section), false when absent or not.
+  bool IsMapping(std::string_view key) const;
+  // The keys of this section, in file order.
+  std::vector<std::string> Keys() const;
   // The dotted name of `key` in this section, for messages ("optimizer.lr").
   std::string FieldName(std::string_view key) const;
   // Where `key` sits ("job.yaml:7:9"), or this section's position when absent.

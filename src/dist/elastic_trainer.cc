@@ -20,6 +20,7 @@
 #include "ckpt/interval.h"
 #include "ckpt/store.h"
 #include "core/file_io.h"
+#include "core/job_files.h"
 #include "core/progress.h"
 #include "dist/c10d_stores.h"
 #include "dist/compression.h"
@@ -558,8 +559,7 @@ Result<Worker::Outcome> Worker::TrainGeneration(const Generation& g) {
     const bool saving_at_start = saver_ && saver_->busy();
     SPOT_ASSIGN_OR_RETURN(StepResult r, Step(g, batch));
     if (interval_) {
-      interval_->RecordStep(Seconds(step_start, Clock::now()),
-                            saving_at_start || saver_->busy());
+      interval_->RecordStep(Seconds(step_start, Clock::now()), saving_at_start || saver_->busy());
     }
     if (g.rank == 0 && Seconds(last_progress_, Clock::now()) >= opt_.log_interval_s) {
       double rate = static_cast<double>((counters_.step - progress_step_) * spec_.batch_size) /
@@ -597,17 +597,17 @@ void Worker::WriteProgress(const Generation& g, double loss, bool done, bool for
   const auto now = Clock::now();
   if (!done && !force && Seconds(last_progress_write_, now) < 0.5) return;
   last_progress_write_ = now;
-  nlohmann::json j = {{"job", spec_.name},
-                      {"step", counters_.step},
-                      {"total_steps", total_steps_},
-                      {"epoch", counters_.epoch},
-                      {"loss", last_loss_},
-                      {"test_accuracy", counters_.last_test_accuracy},
-                      {"world", g.world_size()},
-                      {"generation", g.number},
-                      {"restored_step", restored_step_},
-                      {"done", done}};
-  Status st = WriteFileAtomically(opt_.progress_path, j.dump() + "\n");
+  const ProgressReport r{.job = spec_.name,
+                         .step = counters_.step,
+                         .total_steps = total_steps_,
+                         .epoch = counters_.epoch,
+                         .loss = last_loss_,
+                         .test_accuracy = counters_.last_test_accuracy,
+                         .world = g.world_size(),
+                         .generation = g.number,
+                         .restored_step = restored_step_,
+                         .done = done};
+  Status st = WriteFileAtomically(opt_.progress_path, ProgressReportJson(r) + "\n");
   if (!st.ok()) spdlog::warn("progress file: {}", st.message());
 }
 
@@ -634,8 +634,7 @@ Status Worker::WriteOutputs(const Generation& g) {
       {"bytes_sent", summary_.bytes_sent},
       {"generations", summary_.generations},
       {"model_path", model_path}};
-  SPOT_RETURN_IF_ERROR(WriteFileAtomically(
-      (std::filesystem::path(spec_.output_dir) / "summary.json").string(), j.dump(2) + "\n"));
+  SPOT_RETURN_IF_ERROR(WriteFileAtomically(JobFiles{spec_.output_dir}.summary(), j.dump(2) + "\n"));
   WriteProgress(g, 0, /*done=*/true);
   return Status::Ok();
 }

@@ -2,20 +2,20 @@
 // not installed): what the shared contract in kv_store_test.cc cannot show.
 #include "dist/etcd_kv_store.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "core/process.h"
 #include "dist/etcd_test_server.h"
 
 extern char** environ;
@@ -73,32 +73,29 @@ class DeadSocket {
   std::string endpoint_;
 };
 
-// Re-runs this test binary as a child that runs only kChildTest. Everything is
-// prepared before fork(), so the child only calls async-signal-safe functions.
-pid_t SpawnHeartbeatChild(const std::string& endpoint, const std::string& prefix) {
+// Re-runs this test binary as a child that runs only kChildTest, with its
+// stdout (gtest's report) dropped; it dies with the test's main thread.
+int64_t SpawnHeartbeatChild(const std::string& endpoint, const std::string& prefix) {
   std::vector<char> self(4096);
   ssize_t n = ::readlink("/proc/self/exe", self.data(), self.size() - 1);
   if (n <= 0) return -1;
-  std::vector<std::string> env = {std::string(kChildEndpointEnv) + "=" + endpoint,
-                                  std::string(kChildPrefixEnv) + "=" + prefix};
+  SpawnOptions options{.argv = {std::string(self.data(), static_cast<size_t>(n)),
+                                std::string("--gtest_filter=") + kChildTest},
+                       .env = {{kChildEndpointEnv, endpoint}, {kChildPrefixEnv, prefix}},
+                       .out = Output::Null(),
+                       .err = Output::Inherit(),
+                       .inherit_stdin = true,
+                       .inherit_env = false,
+                       .group = ProcessGroup::kInherit,
+                       .parent_death_signal = SIGKILL};
   for (char** e = environ; *e != nullptr; ++e) {
-    std::string var = *e;
-    if (var.rfind("GTEST_", 0) != 0) env.push_back(var);  // no sharding or output files
+    std::string_view var = *e;
+    size_t eq = var.find('=');
+    if (eq == std::string_view::npos || var.starts_with("GTEST_")) continue;  // no sharding
+    options.env.emplace_back(var.substr(0, eq), var.substr(eq + 1));
   }
-  std::string filter = std::string("--gtest_filter=") + kChildTest;
-  std::vector<char*> argv = {self.data(), filter.data(), nullptr};
-  std::vector<char*> envp;
-  for (std::string& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    int devnull = ::open("/dev/null", O_WRONLY);
-    if (devnull >= 0) ::dup2(devnull, 1);
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
-  }
-  return pid;
+  Result<int64_t> pid = Spawn(options);
+  return pid.ok() ? *pid : -1;
 }
 
 // Not a test on its own: the body of the child above. Heartbeats until killed
@@ -184,7 +181,7 @@ TEST_F(EtcdKvStoreTest, HeartbeatRecoversFromDeletedKeyAndRevokedLease) {
 // MarkDead, must end its liveness, after about one TTL.
 TEST_F(EtcdKvStoreTest, KilledProcessGoesDeadAfterTtl) {
   std::unique_ptr<KvStore> observer = MakeStore(endpoint_, prefix_, kChildTtl);
-  pid_t child = SpawnHeartbeatChild(endpoint_, prefix_);
+  int64_t child = SpawnHeartbeatChild(endpoint_, prefix_);
   ASSERT_GT(child, 0);
   auto deadline = Clock::now() + seconds(10);
   bool alive = false;
@@ -192,12 +189,12 @@ TEST_F(EtcdKvStoreTest, KilledProcessGoesDeadAfterTtl) {
     alive = AliveOr(*observer, "w1", false);
     if (!alive) std::this_thread::sleep_for(milliseconds(20));
   }
-  ::kill(child, SIGKILL);
+  SignalProcess(child, SIGKILL);
   auto killed = Clock::now();
-  int wstatus = 0;
-  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  Result<ProcessStatus> ended = WaitProcess(child, 10);
+  ASSERT_TRUE(ended.ok()) << ended.status().ToString();
   ASSERT_TRUE(alive) << "the child never heartbeat";
-  EXPECT_TRUE(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL) << "child status " << wstatus;
+  EXPECT_EQ(ended->signal, SIGKILL) << "child " << DescribeExit(*ended);
 
   // The child renewed its lease every 0.1 s; etcd checks expiry twice a second.
   while (AliveOr(*observer, "w1", true) && Clock::now() < killed + kChildTtl + 1500ms) {

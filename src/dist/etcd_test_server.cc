@@ -1,12 +1,7 @@
 #include "dist/etcd_test_server.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -15,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/net.h"
+#include "core/process.h"
 #include "dist/etcd_kv_store.h"
 
 namespace spot::dist {
@@ -22,21 +19,6 @@ namespace {
 
 constexpr char kEtcd[] = "/usr/bin/etcd";
 constexpr int kStartAttempts = 3;  // a picked port can be taken before etcd binds it
-
-// A port that was free a moment ago: bind to port 0 and ask which one we got.
-Result<int> FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return UnavailableError("socket() failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-            ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  ::close(fd);
-  if (!ok) return UnavailableError("cannot bind a free port on 127.0.0.1");
-  return static_cast<int>(ntohs(addr.sin_port));
-}
 
 std::vector<std::string> EtcdArgs(const std::string& data_dir, const std::string& client,
                                   const std::string& peer) {
@@ -47,29 +29,14 @@ std::vector<std::string> EtcdArgs(const std::string& data_dir, const std::string
           "--heartbeat-interval=10", "--election-timeout=100"};
 }
 
-// fork + exec with output to `log`. Everything the child touches is prepared
-// before fork(), so the child calls only async-signal-safe functions.
-Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) return UnavailableError("fork() failed");
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(1);  // the parent died before prctl
-    int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int in = ::open("/dev/null", O_RDONLY);
-    if (out >= 0) {
-      ::dup2(out, 1);
-      ::dup2(out, 2);
-    }
-    if (in >= 0) ::dup2(in, 0);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  return pid;
+// etcd's output replaces the log; it dies with the thread that started it.
+Result<pid_t> SpawnEtcd(const std::vector<std::string>& argv, const std::string& log) {
+  SPOT_ASSIGN_OR_RETURN(int64_t pid, Spawn({.argv = argv,
+                                            .log_path = log,
+                                            .truncate = true,
+                                            .group = ProcessGroup::kInherit,
+                                            .parent_death_signal = SIGKILL}));
+  return static_cast<pid_t>(pid);
 }
 
 }  // namespace
@@ -85,13 +52,13 @@ Result<std::unique_ptr<EtcdTestServer>> EtcdTestServer::Start(
   Status last;
   for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
     SPOT_ASSIGN_OR_RETURN(TempDir dir, TempDir::Create("spot-etcd"));
-    SPOT_ASSIGN_OR_RETURN(int client_port, FreePort());
-    SPOT_ASSIGN_OR_RETURN(int peer_port, FreePort());
+    SPOT_ASSIGN_OR_RETURN(int client_port, PickFreePort());
+    SPOT_ASSIGN_OR_RETURN(int peer_port, PickFreePort());
     std::string client = fmt::format("http://127.0.0.1:{}", client_port);
     std::string peer = fmt::format("http://127.0.0.1:{}", peer_port);
     std::string data = (dir.path() / "data").string();
     std::string log = (dir.path() / "etcd.log").string();
-    SPOT_ASSIGN_OR_RETURN(pid_t pid, Spawn(EtcdArgs(data, client, peer), log));
+    SPOT_ASSIGN_OR_RETURN(pid_t pid, SpawnEtcd(EtcdArgs(data, client, peer), log));
     std::unique_ptr<EtcdTestServer> server(new EtcdTestServer(std::move(dir), client, pid));
     last = server->WaitReady(ready_timeout);
     if (last.ok()) return server;
@@ -117,10 +84,7 @@ Result<EtcdTestServer*> EtcdTestServer::Shared() {
 }
 
 EtcdTestServer::~EtcdTestServer() {
-  if (!reaped_) {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-  }
+  if (!reaped_) (void)StopProcess(pid_, /*grace_s=*/0);
 }
 
 std::string EtcdTestServer::log_path() const { return (dir_.path() / "etcd.log").string(); }
@@ -135,11 +99,9 @@ Status EtcdTestServer::WaitReady(std::chrono::milliseconds timeout) {
   options.request_timeout = std::chrono::milliseconds(500);
   SPOT_ASSIGN_OR_RETURN(std::unique_ptr<KvStore> probe, NewEtcdKvStore(options));
   while (std::chrono::steady_clock::now() < deadline) {
-    int wstatus = 0;
-    if (::waitpid(pid_, &wstatus, WNOHANG) == pid_) {
+    if (ProcessStatus s = CheckProcess(pid_); !s.running) {
       reaped_ = true;
-      return UnavailableError(
-          fmt::format("etcd exited during start (status {}): {}", wstatus, LogTail()));
+      return UnavailableError(fmt::format("etcd {} during start: {}", DescribeExit(s), LogTail()));
     }
     if (probe->Get("ready").ok()) return Status::Ok();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

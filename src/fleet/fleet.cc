@@ -71,30 +71,33 @@ double FleetModel::Rate(std::span<const Instance* const> ready) const {
 int FleetModel::Reclaim(int64_t abs) {
   if (preempted_ > 0) std::erase_if(instances_, [](const Instance& i) { return !Live(i); });
   preempted_ = 0;
-  int taken = 0;
+  // Fast path: no bid below the price and no pool above its capacity.
+  bool any = false;
   held_per_zone_.assign(zones_.size(), 0);
-  for (Instance& i : instances_) {
+  for (const Instance& i : instances_) {
     if (!i.pool.spot()) continue;
-    if (i.max_price > 0 && Price(i.pool, abs) > i.max_price) {
-      i.state = InstanceState::kPreempted;
-      ++taken;
-    } else {
-      ++held_per_zone_[i.pool.zone];
+    ++held_per_zone_[i.pool.zone];
+    any = any || (i.max_price > 0 && Price(i.pool, abs) > i.max_price);
+  }
+  if (!any && !AnyAboveCapacity(abs)) return 0;
+  std::vector<double> bids;
+  std::vector<Instance*> held;
+  for (int z = 0; z < static_cast<int>(zones_.size()); ++z) {
+    if (held_per_zone_[z] == 0) continue;
+    bids.clear();
+    held.clear();
+    for (Instance& i : instances_) {
+      if (i.pool == PoolRef::Spot(z)) {
+        bids.push_back(i.max_price);
+        held.push_back(&i);
+      }
+    }
+    for (size_t k : ReclaimedInPool(bids, Capacity(z, abs), Price(PoolRef::Spot(z), abs))) {
+      held[k]->state = InstanceState::kPreempted;
+      ++preempted_;
     }
   }
-  if (taken == 0 && !AnyAboveCapacity(abs)) return 0;
-  // Above capacity: the newest go first.
-  for (auto it = instances_.rbegin(); it != instances_.rend(); ++it) {
-    if (!Live(*it) || !it->pool.spot()) continue;
-    int& held = held_per_zone_[it->pool.zone];
-    if (held > Capacity(it->pool.zone, abs)) {
-      it->state = InstanceState::kPreempted;
-      --held;
-      ++taken;
-    }
-  }
-  preempted_ = taken;
-  return taken;
+  return preempted_;
 }
 
 bool FleetModel::AnyAboveCapacity(int64_t abs) const {
@@ -237,6 +240,28 @@ bool FleetModel::Remove(int64_t id) {
 void FleetModel::Clear() {
   instances_.clear();
   preempted_ = 0;
+}
+
+std::vector<size_t> ReclaimedInPool(std::span<const double> bids_in_launch_order, int capacity,
+                                    double price) {
+  std::vector<size_t> out;
+  std::vector<bool> taken(bids_in_launch_order.size(), false);
+  int left = 0;
+  for (size_t k = 0; k < bids_in_launch_order.size(); ++k) {
+    const double bid = bids_in_launch_order[k];
+    taken[k] = bid > 0 && price > bid;
+    left += taken[k] ? 0 : 1;
+  }
+  for (size_t k = bids_in_launch_order.size(); k-- > 0 && left > capacity;) {
+    if (!taken[k]) {
+      taken[k] = true;
+      --left;
+    }
+  }
+  for (size_t k = 0; k < taken.size(); ++k) {
+    if (taken[k]) out.push_back(k);
+  }
+  return out;
 }
 
 std::vector<TypeFacts> UniformTypes(std::span<const market::Trace* const> zones,

@@ -168,6 +168,14 @@ class FleetModel {
   std::vector<int> held_per_zone_;
 };
 
+// The market's rule for one spot pool at one tick: of the instances held in
+// it (their bids, in launch order), which it takes back (indices, ascending):
+// every one whose bid is below `price`, then the newest above `capacity`.
+// FleetModel::Reclaim applies it to every pool; providers that hold real
+// instances (the local one) apply it to theirs.
+std::vector<size_t> ReclaimedInPool(std::span<const double> bids_in_launch_order, int capacity,
+                                    double price);
+
 // Default catalog facts: every zone and the reference type run at
 // throughput 1 and cost `ondemand_price` on demand.
 std::vector<TypeFacts> UniformTypes(std::span<const market::Trace* const> zones,

@@ -109,5 +109,15 @@ TEST_F(FleetModelTest, MinNodesAndLockstep) {
   EXPECT_NEAR(lockstep.Rate(both), 1.0, 1e-12);  // 2 x the slowest (1) / 2
 }
 
+TEST(ReclaimedInPool, BidsFirstThenTheNewestAboveCapacity) {
+  const double bids[] = {0, 0.5, 0, 0, 2.0};
+  // Price 1.0: the bid of 0.5 loses; 4 left for a capacity of 2: the two newest
+  // of those (indices 4 and 3) go too.
+  EXPECT_EQ(ReclaimedInPool(bids, 2, 1.0), (std::vector<size_t>{1, 3, 4}));
+  EXPECT_EQ(ReclaimedInPool(bids, 5, 0.4), (std::vector<size_t>{}));
+  EXPECT_EQ(ReclaimedInPool(bids, 0, 0.4), (std::vector<size_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(ReclaimedInPool({}, 0, 1.0), (std::vector<size_t>{}));
+}
+
 }  // namespace
 }  // namespace spot::fleet

@@ -8,25 +8,38 @@
 namespace spot::forecast {
 namespace {
 
-template <typename Map>
-std::vector<std::string> Keys(const Map& m) {
-  std::vector<std::string> out;
-  for (const auto& [name, entry] : m) out.push_back(name);
-  return out;
+void DeclareMovingAverage(ModelOptions& o, FieldVisitor& v) {
+  v.Double("hours", &o.moving_average_hours, {.min = 0, .min_exclusive = true},
+           "window of the mean");
 }
 
-template <typename Map>
-Status Unknown(const std::string& kind, const std::string& name, const Map& m) {
-  std::string known;
-  for (const auto& [n, e] : m) known += (known.empty() ? "" : ", ") + n;
-  return NotFoundError("unknown " + kind + " model '" + name + "' (known: " + known + ")");
+void DeclareHoltWinters(ModelOptions& o, FieldVisitor& v) {
+  v.Double("season_hours", &o.season_hours, {.min = 2}, "season length");
+  v.Double("history_hours", &o.holt_winters_history_hours, {.min = 0, .min_exclusive = true},
+           "hours of history the filter runs over");
+}
+
+void DeclareXgb(ModelOptions& o, FieldVisitor& v) {
+  int64_t rounds = o.xgb_rounds, depth = o.xgb_max_depth, threads = o.xgb_threads;
+  int64_t seed = static_cast<int64_t>(o.xgb_seed);
+  v.Int("rounds", &rounds, {.min = 1, .max = 10000}, "boosting rounds");
+  v.Int("max_depth", &depth, {.min = 1, .max = 16}, "depth of each tree");
+  v.Double("eta", &o.xgb_eta, {.min = 0, .max = 1, .min_exclusive = true}, "learning rate");
+  v.Int("threads", &threads, {.min = 1, .max = 256},
+        "XGBoost threads (explicit: results do not depend on the machine)");
+  v.Int("seed", &seed, {.min = 0}, "random seed");
+  v.Int("max_rows", &o.xgb_max_rows, {.min = 10}, "training rows per fit (evenly spaced origins)");
+  o.xgb_rounds = static_cast<int>(rounds);
+  o.xgb_max_depth = static_cast<int>(depth);
+  o.xgb_threads = static_cast<int>(threads);
+  o.xgb_seed = static_cast<uint64_t>(seed);
 }
 
 }  // namespace
 
 Status ForecasterRegistry::CheckNewName(const std::string& name) const {
   if (name.empty()) return InvalidArgumentError("model name is empty");
-  if (price_.count(name) || preempt_.count(name)) {
+  if (price_.Has(name) || preempt_.Has(name)) {
     return InvalidArgumentError("model '" + name + "' registered twice");
   }
   return Status::Ok();
@@ -35,37 +48,21 @@ Status ForecasterRegistry::CheckNewName(const std::string& name) const {
 Status ForecasterRegistry::RegisterPrice(const std::string& name, std::string help,
                                          PriceFactory f) {
   SPOT_RETURN_IF_ERROR(CheckNewName(name));
-  price_[name] = {std::move(help), std::move(f)};
-  return Status::Ok();
+  return price_.Register(name, std::move(help), std::move(f));
 }
 
 Status ForecasterRegistry::RegisterPreemption(const std::string& name, std::string help,
                                               PreemptionFactory f) {
   SPOT_RETURN_IF_ERROR(CheckNewName(name));
-  preempt_[name] = {std::move(help), std::move(f)};
-  return Status::Ok();
+  return preempt_.Register(name, std::move(help), std::move(f));
 }
-
-Result<std::unique_ptr<PriceForecaster>> ForecasterRegistry::CreatePrice(
-    const std::string& name) const {
-  auto it = price_.find(name);
-  if (it == price_.end()) return Unknown("price", name, price_);
-  return it->second.second();
-}
-
-Result<std::unique_ptr<PreemptionForecaster>> ForecasterRegistry::CreatePreemption(
-    const std::string& name) const {
-  auto it = preempt_.find(name);
-  if (it == preempt_.end()) return Unknown("preemption", name, preempt_);
-  return it->second.second();
-}
-
-std::vector<std::string> ForecasterRegistry::PriceNames() const { return Keys(price_); }
-std::vector<std::string> ForecasterRegistry::PreemptionNames() const { return Keys(preempt_); }
 
 const std::string& ForecasterRegistry::Help(const std::string& name) const {
-  auto it = price_.find(name);
-  return it != price_.end() ? it->second.first : preempt_.at(name).first;
+  return price_.Has(name) ? price_.Help(name) : preempt_.Help(name);
+}
+
+std::vector<FieldInfo> ForecasterRegistry::Fields(const std::string& name) const {
+  return price_.Has(name) ? price_.Fields(name) : preempt_.Fields(name);
 }
 
 void RegisterBuiltinForecasters(ForecasterRegistry& r, const ModelOptions& o) {
@@ -83,24 +80,33 @@ void RegisterBuiltinForecasters(ForecasterRegistry& r, const ModelOptions& o) {
         [] { return MakeSeasonalNaive(24); });
   price("seasonal-week", "baseline: the price one week before the target time",
         [] { return MakeSeasonalNaive(24 * 7); });
-  price("moving-average", "baseline: mean price of the last window",
-        [o] { return MakeMovingAverage(o.moving_average_hours); });
-  price("holt-winters", "additive Holt-Winters (damped trend, daily season) on hourly means", [o] {
-    return MakeHoltWinters(
-        {.season_hours = o.season_hours, .history_hours = o.holt_winters_history_hours});
-  });
-  price("xgb", "gradient-boosted trees (XGBoost): lag, rolling, calendar, cross-zone features",
-        [o] { return MakeGbtPriceForecaster(o); });
+  using Declare = std::function<void(ModelOptions&, FieldVisitor&)>;
+  using MakePrice = std::function<std::unique_ptr<PriceForecaster>(const ModelOptions&)>;
+  auto price_with = [&r, &o](const std::string& n, std::string help, Declare d, MakePrice f) {
+    Status s = r.RegisterPrice<ModelOptions>(n, std::move(help), std::move(d), std::move(f), o);
+    (void)s;
+  };
+  price_with("moving-average", "baseline: mean price of the last window", DeclareMovingAverage,
+             [](const ModelOptions& m) { return MakeMovingAverage(m.moving_average_hours); });
+  price_with("holt-winters", "additive Holt-Winters (damped trend, daily season) on hourly means",
+             DeclareHoltWinters, [](const ModelOptions& m) {
+               return MakeHoltWinters(
+                   {.season_hours = m.season_hours, .history_hours = m.holt_winters_history_hours});
+             });
+  price_with("xgb", "gradient-boosted trees (XGBoost): lag, rolling, calendar, cross-zone features",
+             DeclareXgb, [](const ModelOptions& m) { return MakeGbtPriceForecaster(m); });
   preempt("climatology", "baseline: the past rate of preemption within the horizon",
           [] { return MakeClimatology(false); });
   preempt("hourly-climatology", "baseline: that rate by hour of day",
           [] { return MakeClimatology(true); });
   preempt("km", "Kaplan-Meier survival of spot lifetimes given the current run's age",
           [] { return MakeKaplanMeierHazard(); });
-  preempt("xgb-hazard",
-          "gradient-boosted trees (XGBoost, logistic): run age, recent availability, calendar, "
-          "cross-zone features",
-          [o] { return MakeGbtPreemptionForecaster(o); });
+  Status s = r.RegisterPreemption<ModelOptions>(
+      "xgb-hazard",
+      "gradient-boosted trees (XGBoost, logistic): run age, recent availability, calendar, "
+      "cross-zone features",
+      DeclareXgb, [](const ModelOptions& m) { return MakeGbtPreemptionForecaster(m); }, o);
+  (void)s;
 }
 
 }  // namespace spot::forecast

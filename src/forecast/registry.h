@@ -10,31 +10,68 @@
 #include <string>
 #include <vector>
 
+#include "core/registry.h"
 #include "core/status.h"
 #include "forecast/forecaster.h"
 
 namespace spot::forecast {
 
+// Two registries (core/registry.h), one per kind of model, whose names are
+// distinct across both (a model is named without saying its kind).
 class ForecasterRegistry {
  public:
-  using PriceFactory = std::function<std::unique_ptr<PriceForecaster>()>;
-  using PreemptionFactory = std::function<std::unique_ptr<PreemptionForecaster>()>;
+  using PriceRegistry = Registry<PriceForecaster>;
+  using PreemptionRegistry = Registry<PreemptionForecaster>;
+  using PriceFactory = PriceRegistry::Factory;
+  using PreemptionFactory = PreemptionRegistry::Factory;
 
   // InvalidArgument if `name` is empty or taken (in either kind).
   Status RegisterPrice(const std::string& name, std::string help, PriceFactory f);
   Status RegisterPreemption(const std::string& name, std::string help, PreemptionFactory f);
-  // Fresh models; NotFound naming the known ones for an unknown name.
-  Result<std::unique_ptr<PriceForecaster>> CreatePrice(const std::string& name) const;
-  Result<std::unique_ptr<PreemptionForecaster>> CreatePreemption(const std::string& name) const;
-  std::vector<std::string> PriceNames() const;             // sorted
-  std::vector<std::string> PreemptionNames() const;        // sorted
-  const std::string& Help(const std::string& name) const;  // REQUIRES: registered
+  // With parameters: the fields `declare` declares of `Options`.
+  template <typename Options>
+  Status RegisterPrice(const std::string& name, std::string help,
+                       std::function<void(Options&, FieldVisitor&)> declare,
+                       std::function<std::unique_ptr<PriceForecaster>(const Options&)> make,
+                       Options defaults) {
+    SPOT_RETURN_IF_ERROR(CheckNewName(name));
+    return price_.RegisterWithFields<Options>(name, std::move(help), std::move(declare),
+                                              std::move(make), std::move(defaults));
+  }
+  template <typename Options>
+  Status RegisterPreemption(
+      const std::string& name, std::string help,
+      std::function<void(Options&, FieldVisitor&)> declare,
+      std::function<std::unique_ptr<PreemptionForecaster>(const Options&)> make, Options defaults) {
+    SPOT_RETURN_IF_ERROR(CheckNewName(name));
+    return preempt_.RegisterWithFields<Options>(name, std::move(help), std::move(declare),
+                                                std::move(make), std::move(defaults));
+  }
+  // Fresh models; NotFound naming the known ones for an unknown name,
+  // InvalidArgument for bad parameters.
+  Result<std::unique_ptr<PriceForecaster>> CreatePrice(const ComponentConfig& config) const {
+    return price_.Create(config);
+  }
+  Result<std::unique_ptr<PriceForecaster>> CreatePrice(const std::string& name) const {
+    return price_.Create(name);
+  }
+  Result<std::unique_ptr<PreemptionForecaster>> CreatePreemption(
+      const ComponentConfig& config) const {
+    return preempt_.Create(config);
+  }
+  Result<std::unique_ptr<PreemptionForecaster>> CreatePreemption(const std::string& name) const {
+    return preempt_.Create(name);
+  }
+  std::vector<std::string> PriceNames() const { return price_.Names(); }         // sorted
+  std::vector<std::string> PreemptionNames() const { return preempt_.Names(); }  // sorted
+  const std::string& Help(const std::string& name) const;        // REQUIRES: registered
+  std::vector<FieldInfo> Fields(const std::string& name) const;  // REQUIRES: registered
 
  private:
   Status CheckNewName(const std::string& name) const;
 
-  std::map<std::string, std::pair<std::string, PriceFactory>> price_;
-  std::map<std::string, std::pair<std::string, PreemptionFactory>> preempt_;
+  PriceRegistry price_{"price model"};
+  PreemptionRegistry preempt_{"preemption model"};
 };
 
 // Settings of the built-in models.

@@ -1,24 +1,19 @@
 #include "monitor/webdriver.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <httplib.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "core/base64.h"
+#include "core/net.h"
+#include "core/process.h"
 #include "core/temp_dir.h"
 
 namespace spot::monitor {
@@ -28,7 +23,7 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
-constexpr auto kStopGrace = std::chrono::seconds(3);
+constexpr double kStopGraceS = 3;
 constexpr int kStartAttempts = 3;  // a picked port can be taken before chromedriver binds it
 constexpr size_t kLogTail = 2000;
 
@@ -36,48 +31,13 @@ Clock::duration Seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
-// A port that was free a moment ago: bind to port 0 and ask which one we got.
-Result<int> FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return UnavailableError("socket() failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-            ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  ::close(fd);
-  if (!ok) return UnavailableError("cannot bind a free port on 127.0.0.1");
-  return static_cast<int>(ntohs(addr.sin_port));
-}
-
-// fork + exec in a new process group (so that stopping it also stops the
-// browser processes it started), output appended to `log`. Everything the
-// child touches is prepared before fork(): it calls only async-signal-safe
-// functions.
-Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) return UnavailableError(fmt::format("fork() failed: {}", std::strerror(errno)));
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(1);  // the parent died before prctl
-    int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    int in = ::open("/dev/null", O_RDONLY);
-    if (out >= 0) {
-      ::dup2(out, 1);
-      ::dup2(out, 2);
-    }
-    if (in >= 0) ::dup2(in, 0);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);  // also here, so the group exists before we may signal it
-  return pid;
+// chromedriver in a process group of its own, so that stopping the group also
+// stops the browser processes it started; output appended to `log`.
+Result<int64_t> SpawnDriver(const std::vector<std::string>& argv, const std::string& log) {
+  return Spawn({.argv = argv,
+                .log_path = log,
+                .group = ProcessGroup::kNewGroup,
+                .parent_death_signal = SIGKILL});
 }
 
 std::string LogTail(const std::string& path) {
@@ -153,7 +113,7 @@ class ChromeBrowser final : public Browser {
   const BrowserOptions options_;
   TempDir dir_;
   std::string log_path_;
-  pid_t pid_ = -1;
+  int64_t pid_ = -1;
   bool reaped_ = false;
   std::unique_ptr<httplib::Client> http_;
   std::string session_;
@@ -164,15 +124,9 @@ ChromeBrowser::~ChromeBrowser() {
     http_->set_read_timeout(5, 0);
     (void)Call("DELETE", "");  // closes the browser
   }
-  if (pid_ <= 0 || reaped_) return;
-  ::kill(-pid_, SIGTERM);
-  auto deadline = Clock::now() + kStopGrace;
-  while (!reaped_ && Clock::now() < deadline) {
-    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) reaped_ = true;
-    if (!reaped_) std::this_thread::sleep_for(kPollInterval);
-  }
-  ::kill(-pid_, SIGKILL);  // chromedriver if it hung, and any browser process left over
-  if (!reaped_) ::waitpid(pid_, nullptr, 0);
+  // SIGTERM, then SIGKILL to the whole group: chromedriver if it hung, and any
+  // browser process left over.
+  if (pid_ > 0 && !reaped_) (void)StopProcess(pid_, kStopGraceS, /*whole_group=*/true);
 }
 
 Result<json> ChromeBrowser::Call(const std::string& method, const std::string& path,
@@ -201,9 +155,9 @@ Result<json> ChromeBrowser::Call(const std::string& method, const std::string& p
 Status ChromeBrowser::StartDriver() {
   Status last;
   for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
-    SPOT_ASSIGN_OR_RETURN(int port, FreePort());
+    SPOT_ASSIGN_OR_RETURN(int port, PickFreePort());
     SPOT_ASSIGN_OR_RETURN(
-        pid_, Spawn({options_.chromedriver, fmt::format("--port={}", port)}, log_path_));
+        pid_, SpawnDriver({options_.chromedriver, fmt::format("--port={}", port)}, log_path_));
     reaped_ = false;
     http_ = std::make_unique<httplib::Client>("127.0.0.1", port);
     auto timeout = Seconds(options_.command_timeout_s);
@@ -219,11 +173,10 @@ Status ChromeBrowser::StartDriver() {
 Status ChromeBrowser::WaitDriverReady() {
   auto deadline = Clock::now() + Seconds(options_.start_timeout_s);
   while (Clock::now() < deadline) {
-    int wstatus = 0;
-    if (::waitpid(pid_, &wstatus, WNOHANG) == pid_) {
+    if (ProcessStatus s = CheckProcess(pid_); !s.running) {
       reaped_ = true;
-      return UnavailableError(fmt::format("{} exited (status {}) before it was ready: {}",
-                                          options_.chromedriver, wstatus, LogTail(log_path_)));
+      return UnavailableError(fmt::format("{} {} before it was ready: {}", options_.chromedriver,
+                                          DescribeExit(s), LogTail(log_path_)));
     }
     if (httplib::Result r = http_->Get("/status"); r && r->status == 200) {
       json reply = json::parse(r->body, nullptr, false);

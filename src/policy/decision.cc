@@ -92,6 +92,28 @@ Placement GangOf(std::span<const fleet::Instance> instances, int nodes) {
   return first->pool.zone == -1 ? Placement::OnDemand() : Placement::Idle();
 }
 
+Observation ObserveFleet(int64_t tick, const JobSpec& job, double progress_hours, bool preempted,
+                         const MarketView& market, std::span<const fleet::Instance> instances,
+                         std::span<const fleet::TypeFacts> types) {
+  const Placement current = GangOf(instances, job.nodes);
+  double changeover_left = 0;  // of the gang; none when the fleet is not one
+  for (const fleet::Instance& i : instances) {
+    if (current.kind != InstanceKind::kIdle && Live(i)) {
+      changeover_left = std::max(changeover_left, i.startup_left_hours);
+    }
+  }
+  return {.tick = tick,
+          .time_hours = static_cast<double>(tick) * market.gap_hours(),
+          .job = job,
+          .progress_hours = progress_hours,
+          .current = current,
+          .changeover_left_hours = changeover_left,
+          .preempted_now = preempted,
+          .market = market,
+          .fleet = instances,
+          .types = types};
+}
+
 std::string PlacementName(const Placement& p) {
   switch (p.kind) {
     case InstanceKind::kSpot:

@@ -211,6 +211,32 @@ class ForecastUpPolicy final : public Policy {
 
 }  // namespace
 
+void DeclareFields(ForecastUpOptions& o, FieldVisitor& v) {
+  v.Double("history_window_hours", &o.history_window_hours, {.min = 1},
+           "past window the survival models are fitted on");
+  v.Double("zone_horizon_hours", &o.zone_horizon_hours, {.min = 0, .min_exclusive = true},
+           "preemption horizon that ranks zones");
+  v.Double("move_probability", &o.move_probability, {.min = 0, .max = 1},
+           "P(preempted within 1 h) that makes it move");
+  v.Double("move_margin", &o.move_margin, {.min = 0, .max = 1},
+           "the other zone must be this much less likely to be preempted");
+  v.Double("move_gain", &o.move_gain, {.min = 0},
+           "moves to a cheaper zone when the saving exceeds this many times the move's cost");
+  v.Double("spot_wait_hours", &o.spot_wait_hours, {.min = 0, .min_exclusive = true},
+           "waits for spot instead of on-demand when an outage is likely to end within this");
+  v.Double("spot_wait_probability", &o.spot_wait_probability, {.min = 0, .max = 1},
+           "how likely the outage's end must be to wait for it");
+  v.Double("price_drop", &o.price_drop, {.min = 0, .max = 1},
+           "predicted relative price drop worth waiting for");
+  v.Double("price_horizon_hours", &o.price_horizon_hours, {.min = 0, .min_exclusive = true},
+           "how far ahead it looks for the drop");
+  v.Double("price_refresh_hours", &o.price_refresh_hours, {.min = 0, .min_exclusive = true},
+           "price forecasts are recomputed this often");
+  v.Enum("price_model", &o.price_model,
+         {"last", "seasonal-day", "seasonal-week", "moving-average", "holt-winters", "xgb"},
+         "the forecast price model");
+}
+
 std::unique_ptr<Policy> MakeForecastUpPolicy(ForecastUpOptions options) {
   return std::make_unique<ForecastUpPolicy>(std::move(options));
 }

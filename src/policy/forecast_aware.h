@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 
+#include "core/config_fields.h"
 #include "policy/policy.h"
 
 namespace spot::policy {
@@ -48,6 +49,9 @@ struct ForecastUpOptions {
   double price_refresh_hours = 1;            // price forecasts are recomputed this often
   std::string price_model = "holt-winters";  // a registered forecast price model
 };
+
+// Its parameters (a job's `policy: {name: forecast-up, ...}`), with bounds and help.
+void DeclareFields(ForecastUpOptions& o, FieldVisitor& v);
 
 std::unique_ptr<Policy> MakeForecastUpPolicy(ForecastUpOptions options = {});
 

@@ -116,6 +116,20 @@ class HazardUpPolicy final : public Policy {
 
 }  // namespace
 
+void DeclareFields(HazardUpOptions& o, FieldVisitor& v) {
+  v.Double("history_window_hours", &o.history_window_hours, {.min = 1},
+           "past window the survival curve of spot runs is fitted on");
+  v.Int("min_runs", &o.min_runs, {.min = 1}, "fewer surviving runs in the window: act like up");
+  v.Double("breakeven_scale", &o.breakeven_scale, {.min = 0},
+           "multiplies the break-even lifetime 2kd / (k - p) a spot run must promise");
+  v.Bool("median", &o.median, "use the median residual lifetime (else the mean)");
+  v.Bool("check_from_idle", &o.check_from_idle, "also weigh entering spot from idle");
+  v.Double("scarce_availability", &o.scarce_availability, {.min = 0, .max = 1},
+           "below this fraction of the window with capacity in every zone, wait for spot");
+  v.Double("min_history_hours", &o.min_history_hours, {.min = 0},
+           "history needed before the scarcity rule applies");
+}
+
 std::unique_ptr<Policy> MakeHazardUpPolicy(HazardUpOptions options) {
   return std::make_unique<HazardUpPolicy>(options);
 }

@@ -16,6 +16,7 @@
 
 #include <memory>
 
+#include "core/config_fields.h"
 #include "policy/policy.h"
 
 namespace spot::policy {
@@ -34,6 +35,9 @@ struct HazardUpOptions {
   double scarce_availability = 0.25;
   double min_history_hours = 24;
 };
+
+// Its parameters (a job's `policy: {name: hazard-up, ...}`), with bounds and help.
+void DeclareFields(HazardUpOptions& o, FieldVisitor& v);
 
 std::unique_ptr<Policy> MakeHazardUpPolicy(HazardUpOptions options = {});
 

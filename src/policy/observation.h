@@ -141,4 +141,11 @@ struct Observation {
   Decision Gang(const Placement& p) const { return GangDecision(p, job.nodes); }
 };
 
+// What a driver (SpotSim, the controller) shows a policy at tick `tick` of a
+// job whose fleet is `instances`: the gang view (current, changeover left)
+// derived from them, the rest as given.
+Observation ObserveFleet(int64_t tick, const JobSpec& job, double progress_hours, bool preempted,
+                         const MarketView& market, std::span<const fleet::Instance> instances,
+                         std::span<const fleet::TypeFacts> types);
+
 }  // namespace spot::policy

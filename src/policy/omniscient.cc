@@ -230,6 +230,15 @@ Result<OmniscientPlan> SolveOmniscient(const FutureView& future, const JobSpec& 
   }
 }
 
+void DeclareFields(OmniscientOptions& o, FieldVisitor& v) {
+  int64_t k = o.max_units_per_tick;
+  v.Int("max_units_per_tick", &k, {.min = 1, .max = 4096},
+        "progress grid per tick (K); a coarser grid stays a lower bound");
+  o.max_units_per_tick = static_cast<int>(k);
+  v.Int("max_table_bytes", &o.max_table_bytes, {.min = 1 << 20},
+        "memory of the back-pointer table; K shrinks to fit");
+}
+
 std::unique_ptr<Policy> MakeOmniscientPolicy(OmniscientOptions options) {
   return std::make_unique<OmniscientPolicy>(options);
 }

@@ -29,21 +29,25 @@
 #include <memory>
 #include <vector>
 
+#include "core/config_fields.h"
 #include "core/status.h"
 #include "policy/policy.h"
 
 namespace spot::policy {
 
 struct OmniscientOptions {
-  int max_units_per_tick = 64;             // K cap; a coarser grid stays a lower bound
+  int max_units_per_tick = 64;                 // K cap; a coarser grid stays a lower bound
   int64_t max_table_bytes = int64_t{1} << 30;  // back-pointer table; K shrinks to fit
 };
 
+// Its parameters, with bounds and help.
+void DeclareFields(OmniscientOptions& o, FieldVisitor& v);
+
 struct OmniscientPlan {
-  bool feasible = false;      // some schedule meets the deadline
-  bool exact = false;         // the progress grid was exact (no rounding)
-  double cost = 0;            // the bound: minimum cost ($) when feasible
-  int units_per_tick = 0;     // K used
+  bool feasible = false;              // some schedule meets the deadline
+  bool exact = false;                 // the progress grid was exact (no rounding)
+  double cost = 0;                    // the bound: minimum cost ($) when feasible
+  int units_per_tick = 0;             // K used
   std::vector<Placement> placements;  // decision per tick from the start (when feasible)
 };
 

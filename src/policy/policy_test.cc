@@ -13,8 +13,8 @@ using testing::MakeTrace;
 TEST(Registry, BuiltinsByName) {
   PolicyRegistry r;
   RegisterBuiltinPolicies(r);
-  EXPECT_EQ(r.Names(), (std::vector<std::string>{"forecast-up", "greedy", "hazard-up", "od",
-                                                 "omniscient", "up"}));
+  EXPECT_EQ(r.Names(), (std::vector<std::string>{"fleet-up", "forecast-up", "greedy", "hazard-up",
+                                                 "od", "omniscient", "up"}));
   for (const auto& n : r.Names()) {
     auto p = r.Create(n);
     ASSERT_TRUE(p.ok());
@@ -22,7 +22,7 @@ TEST(Registry, BuiltinsByName) {
   }
   auto bad = r.Create("nope");
   EXPECT_EQ(bad.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(bad.status().message().find("known: forecast-up, greedy"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("known: fleet-up, forecast-up, greedy"), std::string::npos);
   EXPECT_FALSE(r.Register("up", "", [] { return MakeUniformProgressPolicy(); }).ok());
   EXPECT_TRUE((*r.Create("omniscient"))->needs_future());
 }
@@ -115,6 +115,38 @@ TEST_F(UpRules, SafetyNetLatches) {
   // R = 20 - 10 = 10 < W + 2d = 9.8 + 1: on-demand, and it stays latched.
   EXPECT_EQ(testing::TargetOf(At(10, 0.2, Placement::Idle(), true)), Placement::OnDemand());
   EXPECT_EQ(testing::TargetOf(At(11, 9.9, Placement::OnDemand(), true)), Placement::OnDemand());
+}
+
+}  // namespace
+}  // namespace spot::policy
+
+namespace spot::policy {
+namespace {
+
+TEST(Registry, PoliciesTakeTheirParametersByName) {
+  PolicyRegistry r;
+  RegisterBuiltinPolicies(r);
+  ComponentConfig c{
+      .name = "hazard-up", .params = {{"min_runs", "8"}, {"median", "true"}}, .field = "policy"};
+  EXPECT_TRUE(r.Create(c).ok());
+  c.params["min_runs"] = "0";
+  c.params["medain"] = "true";
+  auto bad = r.Create(c);
+  ASSERT_FALSE(bad.ok());
+  const std::string m(bad.status().message());
+  EXPECT_NE(m.find("policy.min_runs: must be >= 1 (got 0)"), std::string::npos) << m;
+  EXPECT_NE(m.find("policy.medain: unknown parameter of 'hazard-up' (did you mean 'median'?)"),
+            std::string::npos)
+      << m;
+  EXPECT_FALSE(r.Create(ComponentConfig{.name = "up", .params = {{"x", "1"}}}).ok());
+  // Every parameter is documented: a help line and, for numbers, its bounds.
+  for (const std::string& name : r.Names()) {
+    for (const FieldInfo& f : r.Fields(name)) {
+      EXPECT_FALSE(f.help.empty()) << name << "." << f.name;
+      EXPECT_FALSE(f.default_value.empty()) << name << "." << f.name;
+    }
+  }
+  EXPECT_EQ(r.Fields("forecast-up").back().default_value, "holt-winters");
 }
 
 }  // namespace

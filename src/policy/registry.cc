@@ -1,39 +1,13 @@
 #include "policy/registry.h"
 
 #include "policy/baseline_policies.h"
+#include "policy/fleet_up.h"
 #include "policy/forecast_aware.h"
 #include "policy/hazard_up.h"
 #include "policy/omniscient.h"
 #include "policy/uniform_progress.h"
 
 namespace spot::policy {
-
-Status PolicyRegistry::Register(const std::string& name, std::string help, Factory factory) {
-  if (name.empty()) return InvalidArgumentError("policy name is empty");
-  if (entries_.count(name)) return InvalidArgumentError("policy '" + name + "' registered twice");
-  entries_[name] = {std::move(help), std::move(factory)};
-  return Status::Ok();
-}
-
-Result<std::unique_ptr<Policy>> PolicyRegistry::Create(const std::string& name) const {
-  auto it = entries_.find(name);
-  if (it == entries_.end()) {
-    std::string known;
-    for (const auto& [n, e] : entries_) known += (known.empty() ? "" : ", ") + n;
-    return NotFoundError("unknown policy '" + name + "' (known: " + known + ")");
-  }
-  return it->second.factory();
-}
-
-std::vector<std::string> PolicyRegistry::Names() const {
-  std::vector<std::string> names;
-  for (const auto& [n, e] : entries_) names.push_back(n);
-  return names;
-}
-
-const std::string& PolicyRegistry::Help(const std::string& name) const {
-  return entries_.at(name).help;
-}
 
 void RegisterBuiltinPolicies(PolicyRegistry& r) {
   auto add = [&r](const std::string& name, std::string help, PolicyRegistry::Factory f) {
@@ -45,14 +19,25 @@ void RegisterBuiltinPolicies(PolicyRegistry& r) {
       [] { return MakeGreedyPolicy(); });
   add("up", "Uniform Progress (Can't Be Late, NSDI'24)",
       [] { return MakeUniformProgressPolicy(); });
-  add("omniscient", "exact minimum cost knowing the future (DP; a lower bound)",
-      [] { return MakeOmniscientPolicy(); });
-  add("hazard-up", "ours: UP whose spot use follows the zones' history (survival, hour of day)",
-      [] { return MakeHazardUpPolicy(); });
-  add("forecast-up",
-      "ours: UP acting on forecasts (zone by price and preemption risk, moves before a predicted "
-      "preemption, waits for spot predicted to return or a predicted price drop when slack allows)",
-      [] { return MakeForecastUpPolicy(); });
+  auto with = [&r]<typename Options>(const std::string& name, std::string help,
+                                     std::unique_ptr<Policy> (*make)(Options)) {
+    Status s = r.RegisterWithOptions<Options>(name, std::move(help),
+                                              [make](const Options& o) { return make(o); });
+    (void)s;
+  };
+  with("omniscient", "exact minimum cost knowing the future (DP; a lower bound)",
+       &MakeOmniscientPolicy);
+  with("hazard-up", "ours: UP whose spot use follows the zones' history (survival, hour of day)",
+       &MakeHazardUpPolicy);
+  with("forecast-up",
+       "ours: UP acting on forecasts (zone by price and preemption risk, moves before a predicted "
+       "preemption, waits for spot predicted to return or a predicted price drop when slack "
+       "allows)",
+       &MakeForecastUpPolicy);
+  with("fleet-up",
+       "UP for a fleet: N reference units from the cheapest spot pools per unit of throughput, "
+       "spread over pools, topped up on demand when behind; a gang job is up's",
+       &MakeFleetUpPolicy);
 }
 
 }  // namespace spot::policy

@@ -25,15 +25,6 @@ class Runner {
             options.types.empty() ? fleet::UniformTypes(zones, job.ondemand_price) : options.types,
             policy::ToFleetJob(job)) {}
 
-  // The startup delay left of the gang the fleet is (0 when it is none).
-  double ChangeoverLeft(const Placement& gang) const {
-    if (gang.kind == InstanceKind::kIdle) return 0;
-    double left = 0;
-    for (const fleet::Instance& i : model_.instances()) {
-      if (i.state != fleet::InstanceState::kPreempted) left = std::max(left, i.startup_left_hours);
-    }
-    return left;
-  }
   // Runs tick t (relative) on the fleet held now.
   void RunTick(int64_t t) {
     fleet::TickOutcome o = model_.RunTick(start_ + t, progress_);
@@ -48,8 +39,10 @@ class Runner {
   }
   // The traces ended first: finish on N on-demand instances right after them.
   void FinishOnDemand(int64_t t) {
-    const Placement gang = policy::GangOf(model_.instances(), job_.nodes);
-    double c = gang.kind == InstanceKind::kOnDemand ? ChangeoverLeft(gang) : job_.changeover_hours;
+    const policy::Observation now =
+        policy::ObserveFleet(t, job_, progress_, false, {}, model_.instances(), {});
+    double c = now.current.kind == InstanceKind::kOnDemand ? now.changeover_left_hours
+                                                           : job_.changeover_hours;
     double used = c + (job_.compute_hours - progress_);
     out_->cost += job_.ondemand_price * job_.nodes * used;
     out_->od_hours += used;
@@ -85,22 +78,13 @@ void Runner::Run(policy::Policy& policy, const RunOptions& options) {
       ++out_->preemptions;
       out_->instances_reclaimed += taken;
     }
-    const Placement current = policy::GangOf(model_.instances(), job_.nodes);
     std::string held_before;
     if (options.record_timeline) {
       held_before = policy::FleetName(policy::FleetOf(model_.instances(), job_.nodes), job_.nodes);
     }
-    policy::Observation obs{.tick = t,
-                            .time_hours = t * h_,
-                            .job = job_,
-                            .progress_hours = progress_,
-                            .current = current,
-                            .changeover_left_hours = ChangeoverLeft(current),
-                            .preempted_now = preempted,
-                            .market = policy::MarketView(zones_, abs, job_.nodes),
-                            .fleet = model_.instances(),
-                            .types = model_.types()};
-    const policy::Decision decision = policy.Decide(obs);
+    const policy::Decision decision = policy.Decide(policy::ObserveFleet(
+        t, job_, progress_, preempted, policy::MarketView(zones_, abs, job_.nodes),
+        model_.instances(), model_.types()));
     if (model_.Apply(decision.fleet, abs) > 0) ++out_->changeovers;
     RunTick(t);
     if (options.record_timeline) {

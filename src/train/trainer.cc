@@ -1,12 +1,13 @@
 #include "train/trainer.h"
 
 #include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
-
-#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -15,16 +16,14 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <set>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
+#include <set>
 
 #include "ckpt/async_saver.h"
 #include "ckpt/interval.h"
 #include "ckpt/store.h"
 #include "core/file_io.h"
+#include "core/job_files.h"
 #include "core/progress.h"
 #include "train/fashion_mnist.h"
 #include "train/lr_schedule.h"
@@ -74,7 +73,8 @@ class SignalScope {
 
  private:
   bool enabled_;
-  struct sigaction old_term_ {}, old_int_ {}, old_usr1_ {};
+  struct sigaction old_term_ {
+  }, old_int_{}, old_usr1_{};
 };
 
 }  // namespace
@@ -89,7 +89,7 @@ struct Trainer::Impl {
   std::unique_ptr<ckpt::AsyncSaver> saver;
   std::optional<ckpt::IntervalPolicy> interval;
   TrainerCounters counters;
-  std::set<int64_t> skipped;            // counters.skipped_batches, for lookup
+  std::set<int64_t> skipped;  // counters.skipped_batches, for lookup
   int64_t parent_version = -1;
   int64_t last_saved_step = -1;
   Clock::time_point last_save_time;
@@ -140,15 +140,15 @@ Status Trainer::Impl::Setup() {
 
   SPOT_RETURN_IF_ERROR(CreateDirectories(spec.output_dir));
   const CheckpointSpec& ck = spec.checkpoint;
-  SPOT_ASSIGN_OR_RETURN(store, ckpt::CheckpointStore::Open({.dir = ck.dir,
-                                                            .durable_dir = ck.durable_dir,
-                                                            .retention = RetentionFor(ck)}));
+  SPOT_ASSIGN_OR_RETURN(
+      store, ckpt::CheckpointStore::Open(
+                 {.dir = ck.dir, .durable_dir = ck.durable_dir, .retention = RetentionFor(ck)}));
   saver = std::make_unique<ckpt::AsyncSaver>(
       store.get(), ckpt::AsyncSaverOptions{.delta = ck.delta != "none",
                                            .full_every = static_cast<int>(ck.full_every)});
   if (ck.interval == "auto") {
-    interval.emplace(ckpt::IntervalOptions{.mtbf_s = ck.mtbf_hours * 3600,
-                                           .max_overhead = ck.max_overhead});
+    interval.emplace(
+        ckpt::IntervalOptions{.mtbf_s = ck.mtbf_hours * 3600, .max_overhead = ck.max_overhead});
   }
   if (!opt.step_log_path.empty()) {
     step_log = std::fopen(opt.step_log_path.c_str(), "a");
@@ -177,21 +177,22 @@ Status Trainer::Impl::MaybeResume() {
   for (const std::string& why : loaded->skipped) spdlog::warn("skipping checkpoint: {}", why);
   auto restored = RestoreTrainState(loaded->container, *model, *optimizer, spec.optimizer.type);
   if (!restored.ok()) {
-    return restored.status().WithContext(fmt::format("resuming from checkpoint {}",
-                                                     loaded->info.id));
+    return restored.status().WithContext(
+        fmt::format("resuming from checkpoint {}", loaded->info.id));
   }
   const TrainerCounters& c = *restored;
   if (c.model != spec.model || c.batch_size != spec.batch_size || c.seed != spec.seed) {
     return FailedPreconditionError(fmt::format(
         "{}: checkpoint {} was made by a different job (model {}, batch_size {}, seed {}); this "
         "job has model {}, batch_size {}, seed {}: use another checkpoint.dir or resume: never",
-        store->dir(), loaded->info.id, c.model, c.batch_size, c.seed, spec.model,
-        spec.batch_size, spec.seed));
+        store->dir(), loaded->info.id, c.model, c.batch_size, c.seed, spec.model, spec.batch_size,
+        spec.seed));
   }
   if (c.threads != counters.threads || c.blas != counters.blas) {
-    spdlog::warn("checkpoint was made with {} threads and BLAS {}; this run has {} and {}: "
-                 "training continues, but not bit-for-bit", c.threads, c.blas, counters.threads,
-                 counters.blas);
+    spdlog::warn(
+        "checkpoint was made with {} threads and BLAS {}; this run has {} and {}: "
+        "training continues, but not bit-for-bit",
+        c.threads, c.blas, counters.threads, counters.blas);
   }
   int threads = counters.threads;
   std::string blas = counters.blas;
@@ -203,8 +204,8 @@ Status Trainer::Impl::MaybeResume() {
   last_saved_step = c.step;
   summary.resumed_from_step = c.step;
   summary.resumed_from_version = loaded->info.id;
-  std::string tier = loaded->info.tiers.empty() ? "local"
-                                                : std::string(ckpt::TierName(loaded->info.tiers[0]));
+  std::string tier =
+      loaded->info.tiers.empty() ? "local" : std::string(ckpt::TierName(loaded->info.tiers[0]));
   spdlog::info("resuming from checkpoint {} ({} tier; step {}, epoch {}, sample {} of the epoch)",
                loaded->info.id, tier, c.step, c.epoch, c.index_in_epoch);
   return Status::Ok();
@@ -226,7 +227,7 @@ void Trainer::Impl::CollectSaveReports() {
 
 Status Trainer::Impl::SaveCheckpoint() {
   auto t0 = Clock::now();
-  SPOT_ASSIGN_OR_RETURN(ckpt::Container* c, saver->Acquire());
+  SPOT_ASSIGN_OR_RETURN(ckpt::Container * c, saver->Acquire());
   c->Recycle();
   counters.skipped_batches.assign(skipped.begin(), skipped.end());
   SPOT_RETURN_IF_ERROR(CaptureTrainState(*model, *optimizer, spec.optimizer.type, counters, c));
@@ -238,9 +239,9 @@ Status Trainer::Impl::SaveCheckpoint() {
   }
   if (counters.rollbacks > 0) meta["rollbacks"] = counters.rollbacks;
   parent_version = saver->Submit(c, {.step = counters.step,
-                    .parent = parent_version,
-                    .meta_json = meta.dump(),
-                    .plan = CodecPlanFor(spec.checkpoint)});
+                                     .parent = parent_version,
+                                     .meta_json = meta.dump(),
+                                     .plan = CodecPlanFor(spec.checkpoint)});
   if (!spec.checkpoint.async) SPOT_RETURN_IF_ERROR(saver->Flush());
   double blocking = Seconds(t0, Clock::now());
   summary.checkpoint_seconds += blocking;
@@ -278,13 +279,14 @@ Status Trainer::Impl::Rollback(int64_t batch, const std::string& reason) {
   if (last_anomaly_step >= 0 && at_step <= last_anomaly_step) before = last_restored_step;
   auto loaded = store->LoadNewestValid(before);
   if (!loaded.ok()) {
-    return AbortedError(fmt::format("{} at step {}, and no checkpoint before step {} to roll "
-                                    "back to",
-                                    reason, at_step, before));
+    return AbortedError(
+        fmt::format("{} at step {}, and no checkpoint before step {} to roll "
+                    "back to",
+                    reason, at_step, before));
   }
   TrainerCounters now = counters;
-  SPOT_ASSIGN_OR_RETURN(TrainerCounters c, RestoreTrainState(loaded->container, *model,
-                                                             *optimizer, spec.optimizer.type));
+  SPOT_ASSIGN_OR_RETURN(TrainerCounters c, RestoreTrainState(loaded->container, *model, *optimizer,
+                                                             spec.optimizer.type));
   for (int64_t k = 0; k < rb.skip_batches; ++k) skipped.insert(batch + k);
   counters = c;
   counters.threads = now.threads;
@@ -302,12 +304,12 @@ Status Trainer::Impl::Rollback(int64_t batch, const std::string& reason) {
                   .restored_step = c.step,
                   .lr_scale = counters.lr_scale};
   summary.rollbacks.push_back(e);
-  spdlog::warn("{} at step {}: rolled back to checkpoint {} (step {}); skipping batch{} {}{}, "
-               "learning rate x{:g}",
-               reason, at_step, e.restored_version, e.restored_step,
-               rb.skip_batches > 1 ? "es" : "", batch,
-               rb.skip_batches > 1 ? fmt::format("-{}", batch + rb.skip_batches - 1) : "",
-               counters.lr_scale);
+  spdlog::warn(
+      "{} at step {}: rolled back to checkpoint {} (step {}); skipping batch{} {}{}, "
+      "learning rate x{:g}",
+      reason, at_step, e.restored_version, e.restored_step, rb.skip_batches > 1 ? "es" : "", batch,
+      rb.skip_batches > 1 ? fmt::format("-{}", batch + rb.skip_batches - 1) : "",
+      counters.lr_scale);
   return AppendEvent({{"event", "rollback"},
                       {"at_step", e.at_step},
                       {"batch", e.batch},
@@ -334,9 +336,9 @@ Status Trainer::Impl::Stop(int sig) {
   summary.stopped_by_signal = sig;
   spdlog::warn("{}: saving a checkpoint at step {} and stopping", strsignal(sig), counters.step);
   if (last_saved_step != counters.step) SPOT_RETURN_IF_ERROR(SaveCheckpoint());
-  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(
-                                         spec.checkpoint.flush_deadline_s));
+  auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(spec.checkpoint.flush_deadline_s));
   Status st = saver->Flush(deadline);
   CollectSaveReports();
   return st;
@@ -460,9 +462,9 @@ Status Trainer::Impl::TrainLoop() {
                          : counters.step % spec.checkpoint.interval_steps == 0;
     if (save) SPOT_RETURN_IF_ERROR(SaveCheckpoint());
     double rate = train_seconds > 0 ? static_cast<double>(train_samples) / train_seconds : 0;
-    progress.Update(counters.step, fmt::format("epoch {} loss {:.4f} lr {:.2e} {:.0f} samples/s",
-                                               counters.epoch + (epoch_done ? 0 : 1), loss_value,
-                                               lr, rate));
+    progress.Update(counters.step,
+                    fmt::format("epoch {} loss {:.4f} lr {:.2e} {:.0f} samples/s",
+                                counters.epoch + (epoch_done ? 0 : 1), loss_value, lr, rate));
   }
   if (last_saved_step != counters.step) SPOT_RETURN_IF_ERROR(SaveCheckpoint());
   SPOT_RETURN_IF_ERROR(saver->Flush());
@@ -476,8 +478,8 @@ Status Trainer::Impl::TrainLoop() {
     summary.checkpoint_overhead =
         summary.checkpoint_seconds / (train_seconds + summary.checkpoint_seconds);
   }
-  progress.Finish(fmt::format("loss {:.4f} {:.0f} samples/s", loss_value,
-                              summary.train_samples_per_s));
+  progress.Finish(
+      fmt::format("loss {:.4f} {:.0f} samples/s", loss_value, summary.train_samples_per_s));
   return Status::Ok();
 }
 
@@ -492,7 +494,7 @@ Status Trainer::Impl::WriteOutputs() {
   summary.test_accuracy = summary.epochs.back().test_accuracy;
   summary.test_loss = summary.epochs.back().test_loss;
   summary.model_path = (std::filesystem::path(spec.output_dir) / "model.pt").string();
-  summary.summary_path = (std::filesystem::path(spec.output_dir) / "summary.json").string();
+  summary.summary_path = JobFiles{spec.output_dir}.summary();
   SPOT_RETURN_IF_ERROR(ExportStateDict(*model, summary.model_path));
   nlohmann::json rollbacks = nlohmann::json::array();
   for (const RollbackEvent& e : summary.rollbacks) {
@@ -505,7 +507,9 @@ Status Trainer::Impl::WriteOutputs() {
   }
   nlohmann::json epochs = nlohmann::json::array();
   for (const EpochResult& e : summary.epochs) {
-    epochs.push_back({{"epoch", e.epoch}, {"step", e.step}, {"test_accuracy", e.test_accuracy},
+    epochs.push_back({{"epoch", e.epoch},
+                      {"step", e.step},
+                      {"test_accuracy", e.test_accuracy},
                       {"test_loss", e.test_loss}});
   }
   nlohmann::json j = {{"job", spec.name},

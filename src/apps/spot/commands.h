@@ -93,6 +93,7 @@ int RunLaunch(const TrainArgs& args);
 // `spot sim policies | run | eval` (sim_command.cc; flags in docs/spotsim.md).
 struct SimArgs {
   std::string action;               // "policies", "run" or "eval"
+  bool params = false;              // policies: --params, each policy's parameters (Markdown)
   std::vector<std::string> traces;  // --trace, repeatable; none: synthetic zones
   std::string prices;               // --prices F.csv
   bool multi_zone = false;          // --multi-zone: all traces are zones of one market
@@ -103,6 +104,7 @@ struct SimArgs {
   double changeover_hours = 0.2;
   double ondemand_price = 3;
   int nodes = 1;
+  int min_nodes = 0;  // --min-nodes: 0 = nodes (a gang)
   int samples = 300;
   int64_t start_tick = 0;        // run: --start-tick
   std::string format = "table";  // json | table

@@ -17,6 +17,7 @@
 #include "control/dashboard_data.h"
 #include "control/job_store.h"
 #include "core/file_io.h"
+#include "core/job_files.h"
 #include "monitor/dashboard.h"
 
 namespace spot::cli {
@@ -54,7 +55,7 @@ struct JobRecords {
 Result<JobRecords> OpenRecords(const std::string& job_path) {
   JobRecords r;
   SPOT_ASSIGN_OR_RETURN(r.job, LoadJob(job_path));
-  const std::string db = (fs::path(JobStateDir(r.job)) / "state.db").string();
+  const std::string db = StateDbPath(JobStateDir(r.job));
   if (!fs::exists(db)) {
     return NotFoundError(
         fmt::format("{}: no records of job {} ({} does not exist); run `spot run "

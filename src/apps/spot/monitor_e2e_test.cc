@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "apps/spot/e2e_support.h"
-#include "cloud/process.h"
+#include "core/net.h"
 #include "monitor/metrics.h"
 #include "monitor/tensorboard.h"
 #include "monitor/webdriver.h"
@@ -26,7 +26,7 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 int FreePort() {
-  auto port = cloud::PickFreePort();
+  auto port = PickFreePort();
   EXPECT_TRUE(port.ok()) << port.status().ToString();
   return port.ok() ? *port : 0;
 }

@@ -23,13 +23,15 @@
 #include "apps/spot/run_job.h"
 #include "apps/spot/run_market.h"
 #include "apps/spot/run_summary.h"
-#include "cloud/local_provider.h"
-#include "cloud/process.h"
+#include "cloud/provider_registry.h"
 #include "control/api_server.h"
 #include "control/controller.h"
 #include "control/job_monitor.h"
 #include "control/job_store.h"
 #include "core/file_io.h"
+#include "core/job_files.h"
+#include "core/net.h"
+#include "core/process.h"
 #include "dist/c10d_stores.h"
 #include "monitor/dashboard.h"
 #include "policy/registry.h"
@@ -56,7 +58,7 @@ Result<LoadedJob> LoadJob(const std::string& path) {
 }
 
 std::string JobStateDir(const LoadedJob& j) {
-  return j.run.controller.state_dir.empty() ? (fs::path(j.job_dir) / "controller").string()
+  return j.run.controller.state_dir.empty() ? JobFiles{j.job_dir}.state_dir()
                                             : j.run.controller.state_dir;
 }
 
@@ -75,7 +77,7 @@ Result<std::string> WriteWorkerJobFile(LoadedJob& j) {
   t["distributed"]["max_workers"] = j.run.resources.nodes;
   YAML::Emitter e;
   e << t;
-  std::string path = (fs::path(j.job_dir) / "train.yaml").string();
+  std::string path = JobFiles{j.job_dir}.worker_job();
   SPOT_RETURN_IF_ERROR(WriteFileAtomically(path, "# Written by `spot run " + j.run.source +
                                                      "`: the workers' job file.\n" +
                                                      std::string(e.c_str()) + "\n"));
@@ -95,14 +97,14 @@ Result<std::string> EnsureRendezvous(const std::string& state_dir, const std::st
   const std::string record = (fs::path(state_dir) / "rendezvous.json").string();
   if (auto text = ReadFile(record); text.ok()) {
     auto j = nlohmann::json::parse(*text, nullptr, false);
-    if (!j.is_discarded() && cloud::ProcessMatches(j.value("pid", int64_t{0}), "rendezvous")) {
+    if (!j.is_discarded() && ProcessMatches(j.value("pid", int64_t{0}), "rendezvous")) {
       return fmt::format("tcp://127.0.0.1:{}", j.value("port", 0));
     }
   }
-  SPOT_ASSIGN_OR_RETURN(int port, cloud::PickFreePort());
-  SPOT_ASSIGN_OR_RETURN(
-      int64_t pid, cloud::Spawn({.argv = {SelfExe(), "rendezvous", "--port", std::to_string(port)},
-                                 .log_path = (fs::path(job_dir) / "rendezvous.log").string()}));
+  SPOT_ASSIGN_OR_RETURN(int port, PickFreePort());
+  SPOT_ASSIGN_OR_RETURN(int64_t pid,
+                        Spawn({.argv = {SelfExe(), "rendezvous", "--port", std::to_string(port)},
+                               .log_path = (fs::path(job_dir) / "rendezvous.log").string()}));
   SPOT_RETURN_IF_ERROR(
       WriteFileAtomically(record, nlohmann::json{{"pid", pid}, {"port", port}}.dump() + "\n"));
   return fmt::format("tcp://127.0.0.1:{}", port);
@@ -114,8 +116,8 @@ void StopRendezvous(const std::string& state_dir) {
   auto j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded()) return;
   int64_t pid = j.value("pid", int64_t{0});
-  if (cloud::ProcessMatches(pid, "rendezvous")) cloud::SignalProcess(pid, SIGTERM);
-  for (int i = 0; i < 50 && cloud::CheckProcess(pid).running; ++i) {
+  if (ProcessMatches(pid, "rendezvous")) SignalProcess(pid, SIGTERM);
+  for (int i = 0; i < 50 && CheckProcess(pid).running; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
@@ -186,14 +188,25 @@ int RunRunCommand(const RunArgs& args) {
     return Fail(InvalidArgumentError(j.run.source +
                                      ": policy: " + std::string(live_policy.status().message())));
   }
+  if ((*live_policy)->needs_future()) {  // refused before anything is written or started
+    return Fail(InvalidArgumentError(fmt::format(
+        "{}: policy '{}' needs to know the future; it is a bound for `spot sim`, not a live policy",
+        j.run.source, (*live_policy)->name())));
+  }
+  cloud::ProviderRegistry providers;
+  cloud::RegisterBuiltinProviders(providers);
+  if (Status st = providers.Validate(j.run.provider); !st.ok()) {
+    return Fail(InvalidArgumentError(j.run.source + ": provider: " + std::string(st.message())));
+  }
   const std::string state_dir = JobStateDir(j);
-  const std::string instances_dir = (fs::path(j.job_dir) / "instances").string();
+  const JobFiles files{j.job_dir};
+  const std::string instances_dir = files.instances();
   for (const std::string& dir : {j.job_dir, state_dir, instances_dir}) {
     if (Status st = CreateDirectories(dir); !st.ok()) return Fail(st);
   }
   auto train_yaml = WriteWorkerJobFile(j);
   if (!train_yaml.ok()) return Fail(train_yaml.status());
-  auto store = control::JobStore::Open((fs::path(state_dir) / "state.db").string());
+  auto store = control::JobStore::Open(StateDbPath(state_dir));
   if (!store.ok()) return Fail(store.status());
 
   // Signals are taken by one thread; block them before any thread starts.
@@ -217,25 +230,26 @@ int RunRunCommand(const RunArgs& args) {
                           ? static_cast<int>(j.train.threads)
                           : std::max(1, cores / static_cast<int>(j.run.resources.nodes));
   const std::string exe = SelfExe();
-  const std::string progress_path = (fs::path(j.job_dir) / "progress.json").string();
-  const std::string step_log = (fs::path(j.job_dir) / "steps.csv").string();
-  const std::string tensorboard_dir = (fs::path(j.job_dir) / "tensorboard").string();
+  const std::string progress_path = files.progress();
+  const std::string step_log = files.step_log();
+  const std::string tensorboard_dir = files.tensorboard();
   auto job_record = (*store)->GetJob(j.run.name);
   if (!job_record.ok()) return Fail(job_record.status());
   const bool fresh = !*job_record;
   if (fresh) {
     std::error_code ec;
     fs::remove(step_log, ec);
-    fs::remove(fs::path(j.job_dir) / "summary.json", ec);
+    fs::remove(files.summary(), ec);
     fs::remove_all(tensorboard_dir, ec);  // one run directory per job
   }
   const double epoch =
       fresh ? std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
                   .count()
             : (*job_record)->wall_epoch_unix_s;
-  cloud::LocalProvider provider(
+  auto provider = providers.Create(
+      j.run.provider,
       {.zones = zones,
-       .nodes = static_cast<int>(j.run.resources.nodes),
+       .job = policy::ToFleetJob(control::ToPolicyJob(j.run)),
        .start_tick = j.run.market.start_tick,
        .notice_s = j.run.market.notice_seconds,
        .wall_epoch_unix_s = epoch,
@@ -246,7 +260,7 @@ int RunRunCommand(const RunArgs& args) {
            [&](const cloud::InstanceSpec& s, const std::string& local_dir) {
              // Each worker serves /metrics on a port of its own; the monitor
              // finds it in the store (and Prometheus through /api/v1/targets).
-             auto port = cloud::PickFreePort();
+             auto port = PickFreePort();
              const int metrics_port = port.ok() ? *port : 0;
              if (port.ok()) {
                (void)(*store)->PutValue(j.run.name, control::MetricsPortKey(s.id),
@@ -280,6 +294,7 @@ int RunRunCommand(const RunArgs& args) {
                                              "5"};
            },
        .metadata_flavor = j.run.market.metadata});
+  if (!provider.ok()) return Fail(provider.status());
 
   control::JobMonitor monitor({.spec = j.run,
                                .store = store->get(),
@@ -290,29 +305,28 @@ int RunRunCommand(const RunArgs& args) {
                                .tensorboard_dir = tensorboard_dir});
   std::shared_ptr<dist::KvStore> kv = rdzv->kv;
   control::Controller controller(
-      j.run, {.store = store->get(),
-              .provider = &provider,
-              .zones = zones,
-              .policy = std::move(live_policy).value(),
-              .new_job_epoch_unix_s = epoch,
-              .progress_path = progress_path,
-              .decision_log_path = args.decision_log.empty()
-                                       ? (fs::path(j.job_dir) / "decisions.jsonl").string()
-                                       : args.decision_log,
-              .on_instance_gone = [kv](const std::string& id) { (void)kv->MarkDead(id); },
-              .is_alive =
-                  [kv](const std::string& id) {
-                    auto alive = kv->IsAlive(id);
-                    return !alive.ok() || *alive;  // a store hiccup is not a verdict
-                  },
-              .unreachable_after_s = j.run.controller.unreachable_after_s,
-              .last_error =
-                  [&](const std::string& id) {
-                    return LastErrorLine((fs::path(instances_dir) / (id + ".log")).string());
-                  },
-              .status_line = [](const std::string& line) { spdlog::info("{}", line); },
-              .status_interval_s = args.status_interval_s,
-              .on_reconcile = [&](double seconds) { monitor.ObserveReconcile(seconds); }});
+      j.run,
+      {.store = store->get(),
+       .provider = provider->get(),
+       .zones = zones,
+       .policy = std::move(live_policy).value(),
+       .new_job_epoch_unix_s = epoch,
+       .progress_path = progress_path,
+       .decision_log_path = args.decision_log.empty() ? files.decisions() : args.decision_log,
+       .on_instance_gone = [kv](const std::string& id) { (void)kv->MarkDead(id); },
+       .is_alive =
+           [kv](const std::string& id) {
+             auto alive = kv->IsAlive(id);
+             return !alive.ok() || *alive;  // a store hiccup is not a verdict
+           },
+       .unreachable_after_s = j.run.controller.unreachable_after_s,
+       .last_error =
+           [&](const std::string& id) {
+             return LastErrorLine((fs::path(instances_dir) / (id + ".log")).string());
+           },
+       .status_line = [](const std::string& line) { spdlog::info("{}", line); },
+       .status_interval_s = args.status_interval_s,
+       .on_reconcile = [&](double seconds) { monitor.ObserveReconcile(seconds); }});
   auto api = control::ApiServer::Start(
       store->get(),
       {.port = static_cast<int>(j.run.controller.api_port),
@@ -335,7 +349,7 @@ int RunRunCommand(const RunArgs& args) {
     }
   });
   spdlog::info("job {}: policy {}, {} x {} (min {}), deadline {:.1f} h, market: {}; time x{:.0f}",
-               j.run.name, j.run.policy, j.run.resources.nodes, j.run.resources.instance_type,
+               j.run.name, j.run.policy.name, j.run.resources.nodes, j.run.resources.instance_type,
                j.run.resources.min_nodes, j.run.deadline_hours, market->description,
                j.run.market.time_compression);
   spdlog::info("API {} (token in {}); rendezvous {}", (*api)->url(),

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "apps/spot/e2e_support.h"
+#include "cloud/local_provider.h"
 #include "control/job_store.h"
 
 namespace spot::testing {
@@ -282,7 +283,10 @@ TEST_F(RunTest, UnreachableWorkerIsReplaced) {
     auto p = (*store)->GetValue("hung", "progress");
     if (!p.ok() || !*p || json::parse(**p).value("step", 0) < 200) continue;
     auto live = (*store)->Instances("hung", true);
-    if (live.ok() && !live->empty()) victim = live->front().pid;
+    if (live.ok() && !live->empty()) {
+      auto data = cloud::DecodeLocalInstanceData(live->front().provider_data);
+      victim = data.ok() ? data->pid : 0;
+    }
   }
   ASSERT_GT(victim, 0);
   ::kill(static_cast<pid_t>(victim), SIGSTOP);
@@ -304,11 +308,14 @@ TEST_F(RunTest, BadJobFilesAreRefused) {
   TwoZoneMarket();
   struct Case {
     std::string top, market, expect;
+    bool nothing_started = false;  // refused before any file is written or process started
   };
   const std::vector<Case> cases = {
-      {"policy: nosuch\n", "", "policy"},
+      {"policy: nosuch\n", "", "policy", true},
       {"budget_usd: -1\n", "", "budget_usd"},
-      {"policy: omniscient\n", "", "needs to know the future"},
+      {"policy: omniscient\n", "", "needs to know the future", true},
+      {"policy: {name: hazard-up, min_runs: 0}\n", "", "policy.min_runs: must be >= 1", true},
+      {"provider: ec9\n", "", "unknown provider 'ec9' (known: local)", true},
       {"", "  start_tick: 100000\n", "start_tick"},
       {"", "  time_compression: 0\n", "market.time_compression"},
       {"", "  metadata: ibm\n", "market.metadata"},
@@ -320,6 +327,9 @@ TEST_F(RunTest, BadJobFilesAreRefused) {
     EXPECT_EQ(r.exit_code, 2) << cases[i].expect << "\n" << r.err;
     EXPECT_NE(r.err.find(cases[i].expect), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(job.filename().string()), std::string::npos) << r.err;
+    if (cases[i].nothing_started) {
+      EXPECT_FALSE(fs::exists(dir_ / fmt::format("bad{}", i) / "controller")) << cases[i].expect;
+    }
   }
   // A missing train section and a zone the market lacks.
   auto job = WriteJob(

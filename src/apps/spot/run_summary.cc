@@ -7,6 +7,7 @@
 
 #include "apps/spot/exit_code.h"
 #include "core/file_io.h"
+#include "core/job_files.h"
 #include "policy/registry.h"
 #include "sim/spot_sim.h"
 
@@ -21,11 +22,11 @@ std::string Duration(double s) {
 }
 
 // SpotSim's run of `policy` on the job's market segment (-1 cost on failure).
-sim::RunResult Predict(const std::string& name, const control::RunSpec& spec,
+sim::RunResult Predict(const ComponentConfig& policy, const control::RunSpec& spec,
                        const std::vector<market::Trace>& zones) {
   policy::PolicyRegistry registry;
   policy::RegisterBuiltinPolicies(registry);
-  auto p = registry.Create(name);
+  auto p = registry.Create(policy);
   std::vector<const market::Trace*> z;
   for (const market::Trace& t : zones) z.push_back(&t);
   sim::RunResult r;
@@ -51,7 +52,7 @@ int PrintRunSummary(control::JobStore& store, const control::RunSpec& spec,
   }
   double accuracy = -1;
   int64_t steps = 0;
-  auto summary = ReadFile((fs::path(job_dir) / "summary.json").string());
+  auto summary = ReadFile(JobFiles{job_dir}.summary());
   if (summary.ok()) {
     auto j = nlohmann::json::parse(*summary, nullptr, false);
     if (!j.is_discarded()) {
@@ -59,7 +60,7 @@ int PrintRunSummary(control::JobStore& store, const control::RunSpec& spec,
       steps = j.value("steps", int64_t{0});
     }
   }
-  const sim::RunResult od = Predict("od", spec, zones);
+  const sim::RunResult od = Predict(ComponentConfig{.name = "od"}, spec, zones);
   const sim::RunResult predicted = Predict(spec.policy, spec, zones);
   const int64_t redone = steps > 0 ? std::max<int64_t>(0, step_log_lines - steps) : -1;
   const double saving = od.cost > 0 ? 1 - o.cost_usd / od.cost : 0;
@@ -80,7 +81,7 @@ int PrintRunSummary(control::JobStore& store, const control::RunSpec& spec,
     fmt::print(
         "  SpotSim predicted     ${:.2f} for {} on this market segment ({} preemptions, "
         "{:.2f} h)\n",
-        predicted.cost, spec.policy, predicted.preemptions, predicted.finish_hours);
+        predicted.cost, spec.policy.name, predicted.preemptions, predicted.finish_hours);
   }
   fmt::print("  preemptions survived  {} ({} interruption notices to instances)\n", o.preemptions,
              o.notices);

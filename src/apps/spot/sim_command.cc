@@ -56,8 +56,12 @@ void AddMarketAndJobFlags(CLI::App* cmd, SimArgs* a) {
   cmd->add_option("--ondemand-price", a->ondemand_price, "k: on-demand $ per hour")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--nodes", a->nodes, "N: instances as a gang")
+  cmd->add_option("--nodes", a->nodes, "N: reference instances of the job")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--min-nodes", a->min_nodes,
+                  "Ready instances below which the job makes no progress (0: N, a gang)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of the synthetic market")->capture_default_str();
 }
@@ -67,7 +71,8 @@ policy::JobSpec JobOf(const SimArgs& a) {
           .deadline_hours = a.deadline_hours,
           .changeover_hours = a.changeover_hours,
           .nodes = a.nodes,
-          .ondemand_price = a.ondemand_price};
+          .ondemand_price = a.ondemand_price,
+          .min_nodes = a.min_nodes};
 }
 
 int Fail(const Status& s) {
@@ -158,9 +163,11 @@ CLI::App* AddSimCommand(CLI::App& app, SimArgs* a) {
                                      "Simulate policies over recorded or synthetic "
                                      "spot markets (SpotSim); see docs/spotsim.md");
   sim->require_subcommand(1);
-  sim->add_subcommand("policies", "List the registered policies, one a line")->callback([a] {
-    a->action = "policies";
-  });
+  CLI::App* policies = sim->add_subcommand("policies", "List the registered policies, one a line");
+  policies->callback([a] { a->action = "policies"; });
+  policies->add_flag("--params", a->params,
+                     "Each policy with its help and its parameters (a Markdown table: name, "
+                     "type, default, bounds, meaning)");
   CLI::App* run = sim->add_subcommand("run", "Run one job from one start tick");
   run->callback([a] { a->action = "run"; });
   AddMarketAndJobFlags(run, a);
@@ -190,7 +197,13 @@ int RunSim(const SimArgs& a) {
   policy::PolicyRegistry reg;
   policy::RegisterBuiltinPolicies(reg);
   if (a.action == "policies") {
-    for (const std::string& n : reg.Names()) fmt::print("{}\n", n);
+    for (const std::string& n : reg.Names()) {
+      if (!a.params) {
+        fmt::print("{}\n", n);
+        continue;
+      }
+      fmt::print("### `{}`\n\n{}\n\n{}\n", n, reg.Help(n), FieldsMarkdown(reg.Fields(n)));
+    }
     return kExitOk;
   }
   auto traces = LoadSimMarket({.traces = a.traces, .prices = a.prices, .synthetic_seed = a.seed});

@@ -1,14 +1,11 @@
 #include "apps/spot/test_process.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <fstream>
 #include <sstream>
-#include <thread>
+
+#include "core/process.h"
 
 namespace spot::testing {
 namespace {
@@ -24,56 +21,48 @@ std::string Slurp(const std::string& path) {
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::string& log_prefix)
     : out_path_(log_prefix + ".out"), err_path_(log_prefix + ".err") {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_ = ::fork();
-  if (pid_ == 0) {
-    int out = ::open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int err = ::open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(out, 1);
-    ::dup2(err, 2);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    ::dup2(devnull, 0);
-    ::execv(args[0], args.data());
-    ::_exit(127);
+  // In our process group, so Ctrl-C on the test also stops it.
+  Result<int64_t> pid = Spawn({.argv = argv,
+                               .truncate = true,
+                               .out = Output::File(out_path_),
+                               .err = Output::File(err_path_),
+                               .group = ProcessGroup::kInherit});
+  if (pid.ok()) {
+    pid_ = static_cast<pid_t>(*pid);
+  } else {
+    spawn_error_ = pid.status().ToString();
   }
 }
 
 ChildProcess::~ChildProcess() {
-  if (pid_ > 0 && !reaped_) {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, &status_, 0);
-  }
+  if (pid_ > 0 && !reaped_) (void)StopProcess(pid_, /*grace_s=*/0);
 }
 
 bool ChildProcess::Running() {
-  if (reaped_) return false;
-  pid_t r = ::waitpid(pid_, &status_, WNOHANG);
-  if (r == pid_) reaped_ = true;
+  if (pid_ <= 0 || reaped_) return false;
+  if (ProcessStatus s = CheckProcess(pid_); !s.running) {
+    reaped_ = true;
+    status_ = s;
+  }
   return !reaped_;
 }
 
 void ChildProcess::Kill(int signal) {
-  if (!reaped_) ::kill(pid_, signal);
+  if (pid_ > 0 && !reaped_) SignalProcess(pid_, signal);
 }
 
 ProcessResult ChildProcess::Wait(double timeout_s) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  while (Running()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      Kill(SIGKILL);
-      ::waitpid(pid_, &status_, 0);
-      reaped_ = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (pid_ > 0 && !reaped_) {
+    Result<ProcessStatus> s = WaitProcess(pid_, timeout_s);
+    if (!s.ok()) s = StopProcess(pid_, /*grace_s=*/0);  // past the deadline: SIGKILL
+    if (s.ok()) status_ = *s;
+    reaped_ = s.ok();
   }
   ProcessResult r;
-  if (WIFEXITED(status_)) r.exit_code = WEXITSTATUS(status_);
-  if (WIFSIGNALED(status_)) r.term_signal = WTERMSIG(status_);
+  r.exit_code = status_.exit_code;
+  r.term_signal = status_.signal;
   r.out = Slurp(out_path_);
-  r.err = Slurp(err_path_);
+  r.err = spawn_error_.empty() ? Slurp(err_path_) : spawn_error_;
   return r;
 }
 

@@ -1,0 +1,61 @@
+// The `spot run` job file's policy and provider: a name, or a name with
+// parameters, validated by the registries with the file's positions.
+#include "control/run_spec.h"
+
+#include <gtest/gtest.h>
+
+#include "cloud/provider_registry.h"
+#include "policy/registry.h"
+
+namespace spot::control {
+namespace {
+
+Result<RunSpec> Read(const std::string& yaml) {
+  SPOT_ASSIGN_OR_RETURN(SpecReader r, SpecReader::FromString(yaml, "job.yaml"));
+  RunSpec s;
+  ReadRunSpecFields(r, &s);
+  SPOT_RETURN_IF_ERROR(r.Finish());
+  return s;
+}
+
+TEST(RunSpec, PolicyAndProviderByNameWithParameters) {
+  auto s = Read("name: j\npolicy:\n  name: hazard-up\n  min_runs: 8\nprovider: local\n");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->policy.name, "hazard-up");
+  EXPECT_EQ(s->policy.params.at("min_runs"), "8");
+  EXPECT_EQ(s->policy.where.at("min_runs"), "job.yaml:4:13");
+  EXPECT_EQ(s->provider.name, "local");
+  policy::PolicyRegistry policies;
+  policy::RegisterBuiltinPolicies(policies);
+  EXPECT_TRUE(policies.Validate(s->policy).ok());
+  cloud::ProviderRegistry providers;
+  cloud::RegisterBuiltinProviders(providers);
+  EXPECT_TRUE(providers.Validate(s->provider).ok());
+
+  auto defaults = Read("name: j\n");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->policy.name, "greedy");
+  EXPECT_EQ(defaults->provider.name, "local");
+}
+
+TEST(RunSpec, BadPolicyParametersNameTheirLine) {
+  auto s = Read("name: j\npolicy: {name: hazard-up, min_runs: 0}\nprovider: {name: ec9}\n");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();  // the file is well formed
+  policy::PolicyRegistry policies;
+  policy::RegisterBuiltinPolicies(policies);
+  Status bad = policies.Validate(s->policy);
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("job.yaml:2:37: policy.min_runs: must be >= 1 (got 0)"),
+            std::string::npos)
+      << bad.ToString();
+  cloud::ProviderRegistry providers;
+  cloud::RegisterBuiltinProviders(providers);
+  Status unknown = providers.Validate(s->provider);
+  EXPECT_EQ(unknown.code(), StatusCode::kNotFound);
+  EXPECT_NE(unknown.message().find("unknown provider 'ec9' (known: local)"), std::string::npos);
+  auto nameless = Read("name: j\npolicy: {min_runs: 3}\n");
+  EXPECT_FALSE(nameless.ok());
+}
+
+}  // namespace
+}  // namespace spot::control
