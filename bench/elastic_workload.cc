@@ -1,6 +1,7 @@
 #include "elastic_workload.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,13 +10,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
-#include "core/file_io.h"
 #include "bench_process.h"
+#include "core/file_io.h"
+#include "core/job_files.h"
 #include "report.h"
 
 namespace spot::bench {
@@ -40,8 +40,8 @@ std::vector<std::string> Lines(const fs::path& p) {
 }
 
 int64_t LastStep(const fs::path& step_log) {
-  std::vector<std::string> l = Lines(step_log);
-  return l.empty() ? 0 : std::stoll(l.back().substr(0, l.back().find(',')));
+  const std::vector<StepLogRow> rows = ReadStepLog(step_log.string());
+  return rows.empty() ? 0 : rows.back().step;
 }
 
 // Polls `done` every millisecond for at most `timeout_s`.
@@ -83,7 +83,7 @@ struct Ctx {
   std::vector<std::string> Torchrun(const fs::path& d, std::vector<std::string> launcher,
                                     int64_t steps, int threads) const {
     std::vector<std::string> a = {o.python, "-m", "torch.distributed.run", "--redirects", "1",
-                                  "--tee", "1"};
+                                  "--tee",  "1"};
     a.insert(a.end(), launcher.begin(), launcher.end());
     for (std::string s :
          {o.script, std::string("--data"), o.dataset_path, std::string("--steps"),
@@ -139,7 +139,8 @@ Result<Recovery> SpotRecovery(const Ctx& c, int rep) {
     return DeadlineExceededError("spot: no progress; see " + (d / "log.txt").string());
   }
   pid_t victim = 0;
-  for (const std::string& l : Lines(d / "workers" / "worker-1.events.jsonl")) victim = json::parse(l)["pid"];
+  for (const std::string& l : Lines(d / "workers" / "worker-1.events.jsonl"))
+    victim = json::parse(l)["pid"];
   if (victim == 0) return InternalError("no pid for worker-1");
   // The step log has no times: the time a line appears is the step's end.
   std::map<std::string, int64_t> seen;
@@ -171,20 +172,32 @@ Result<double> SpotJoin(const Ctx& c, int rep) {
   std::string job = c.SpotJob(d, 100000, 0, 1000, "none");
   Proc store({c.o.spot_bin, "rendezvous", "--port", "0"}, (d / "store.txt").string());
   std::string url;
-  PollUntil([&] {
-    auto t = ReadFile((d / "store.txt").string());
-    size_t at = t.ok() ? t->find("tcp://") : std::string::npos;
-    if (at != std::string::npos && t->find('\n', at) != std::string::npos) {
-      url = t->substr(at, t->find('\n', at) - at);
-    }
-    return !url.empty();
-  }, 30);
+  PollUntil(
+      [&] {
+        auto t = ReadFile((d / "store.txt").string());
+        size_t at = t.ok() ? t->find("tcp://") : std::string::npos;
+        if (at != std::string::npos && t->find('\n', at) != std::string::npos) {
+          url = t->substr(at, t->find('\n', at) - at);
+        }
+        return !url.empty();
+      },
+      30);
   if (url.empty()) return UnavailableError("spot rendezvous did not start");
   fs::path steps = d / "steps.csv";
   auto worker = [&](const std::string& id) {
-    return std::vector<std::string>{c.o.spot_bin, "worker", job, "--rendezvous", url, "--id", id,
-                                    "--threads", "1", "--step-log", steps.string(),
-                                    "--sample-log", (d / (id + ".samples.csv")).string()};
+    return std::vector<std::string>{c.o.spot_bin,
+                                    "worker",
+                                    job,
+                                    "--rendezvous",
+                                    url,
+                                    "--id",
+                                    id,
+                                    "--threads",
+                                    "1",
+                                    "--step-log",
+                                    steps.string(),
+                                    "--sample-log",
+                                    (d / (id + ".samples.csv")).string()};
   };
   Proc a(worker("a"), (d / "a.txt").string());
   Proc b(worker("b"), (d / "b.txt").string());
@@ -204,7 +217,9 @@ Result<double> SpotJoin(const Ctx& c, int rep) {
 Result<double> TorchrunJoin(const Ctx& c, int rep) {
   fs::path d = c.Fresh(fmt::format("torchrun_join{}", rep));
   int port = 29700 + rep;
-  std::vector<std::string> l = {"--nnodes=1:3", "--nproc_per_node=1", "--max_restarts=3",
+  std::vector<std::string> l = {"--nnodes=1:3",
+                                "--nproc_per_node=1",
+                                "--max_restarts=3",
                                 "--rdzv_backend=c10d",
                                 fmt::format("--rdzv_endpoint=127.0.0.1:{}", port),
                                 fmt::format("--rdzv_id=bench{}", rep)};
@@ -217,15 +232,17 @@ Result<double> TorchrunJoin(const Ctx& c, int rep) {
   int64_t t0 = NowMs();
   Proc j(c.Torchrun(d, l, 100000, 1), (d / "joiner.txt").string());
   int64_t t_join = 0;
-  if (!PollUntil([&] {
-        for (const std::string& line : Lines(steps)) {
-          if (line.find(",3,") != std::string::npos) {
-            t_join = std::stoll(line.substr(line.rfind(',') + 1));
-            return true;
-          }
-        }
-        return false;
-      }, 300)) {
+  if (!PollUntil(
+          [&] {
+            for (const std::string& line : Lines(steps)) {
+              if (line.find(",3,") != std::string::npos) {
+                t_join = std::stoll(line.substr(line.rfind(',') + 1));
+                return true;
+              }
+            }
+            return false;
+          },
+          300)) {
     return DeadlineExceededError("torchrun never ran with the third worker");
   }
   return static_cast<double>(t_join - t0);
@@ -238,7 +255,8 @@ Result<json> SpotRun(const Ctx& c, const std::string& name, int world, int64_t s
   Proc p({c.o.spot_bin, "train", job, "--nproc", std::to_string(world), "--plain"},
          (d / "log.txt").string());
   int rc = p.Wait(1800);
-  if (rc != 0) return InternalError(fmt::format("{} failed ({}); see {}/log.txt", name, rc, d.string()));
+  if (rc != 0)
+    return InternalError(fmt::format("{} failed ({}); see {}/log.txt", name, rc, d.string()));
   SPOT_ASSIGN_OR_RETURN(std::string text, ReadFile((d / "out" / "summary.json").string()));
   return json::parse(text);
 }
@@ -276,21 +294,21 @@ Result<std::string> RunElasticWorkload(const ElasticBenchOptions& o) {
   }
   Table rec({"", "spot (elastic)", "torchrun (restart all)", "torchrun / spot", "goal"});
   double rs = Median(spot_rec), rt = Median(torch_rec);
-  rec.AddRow({"recovery: SIGKILL of 1 of 3 workers -> next completed step", fmt::format("{:.0f} ms", rs),
-              fmt::format("{:.0f} ms", rt), fmt::format("{:.1f}x", rt / rs),
-              rt / rs >= 5 ? ">= 5x: met" : ">= 5x: MISS"});
+  rec.AddRow({"recovery: SIGKILL of 1 of 3 workers -> next completed step",
+              fmt::format("{:.0f} ms", rs), fmt::format("{:.0f} ms", rt),
+              fmt::format("{:.1f}x", rt / rs), rt / rs >= 5 ? ">= 5x: met" : ">= 5x: MISS"});
   double js = Median(spot_join), jt = Median(torch_join);
-  rec.AddRow({"join: new worker process started -> first step with it", fmt::format("{:.0f} ms", js),
-              fmt::format("{:.0f} ms", jt), fmt::format("{:.1f}x", jt / js),
-              jt / js >= 5 ? ">= 5x: met" : ">= 5x: MISS"});
+  rec.AddRow({"join: new worker process started -> first step with it",
+              fmt::format("{:.0f} ms", js), fmt::format("{:.0f} ms", jt),
+              fmt::format("{:.1f}x", jt / js), jt / js >= 5 ? ">= 5x: met" : ">= 5x: MISS"});
   rec.AddRow({"steps redone after the kill (median)", fmt::format("{:.0f}", Median(spot_redone)),
               fmt::format("{:.0f}", Median(torch_redone)), "", ""});
 
   Table tput({"workers", "spot steps/s", "torchrun steps/s", "spot / torchrun"});
   for (int w : o.worlds) {
     Progress(fmt::format("elastic: throughput, {} workers", w));
-    SPOT_ASSIGN_OR_RETURN(json s, SpotRun(c, fmt::format("spot_world{}", w), w,
-                                          o.throughput_steps, 0, 1000, "none"));
+    SPOT_ASSIGN_OR_RETURN(
+        json s, SpotRun(c, fmt::format("spot_world{}", w), w, o.throughput_steps, 0, 1000, "none"));
     SPOT_ASSIGN_OR_RETURN(double t, TorchrunStepsPerSecond(c, w, o.throughput_steps));
     double ss = s["steps_per_s"].get<double>();
     tput.AddRow({std::to_string(w), fmt::format("{:.0f}", ss), fmt::format("{:.0f}", t),

@@ -24,7 +24,6 @@ constexpr double kGap = 195;      // seconds per tick, as the shared records
 constexpr double kInterval = 65;  // virtual seconds between reconcile passes: three a tick
 constexpr double kOnDemand = 3.06;
 constexpr double kChangeover = 0.2;
-constexpr int64_t kSteps = 1000000;
 
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
@@ -136,16 +135,7 @@ Result<ControllerArm> RunControllerArm(const FleetBenchOptions& o,
                                .clock = &clock,
                                .new_job_epoch_unix_s = epoch};
   deps.read_progress = [&world, &clock, epoch] {
-    const cloud::FakeProgress f = world.Progress(clock.NowUnixS() - epoch);
-    control::TrainingProgress t;
-    t.known = true;
-    t.step = static_cast<int64_t>(f.fraction * kSteps);
-    t.total_steps = kSteps;
-    t.done = f.done;
-    t.world = f.world;
-    t.fraction = f.fraction;
-    t.json = "{}";
-    return t;
+    return control::KnownProgress(world.Progress(clock.NowUnixS() - epoch));
   };
   deps.on_reconcile = [&arm](double) { ++arm.passes; };
   const auto t0 = std::chrono::steady_clock::now();

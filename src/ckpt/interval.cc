@@ -4,6 +4,11 @@
 #include <cmath>
 
 namespace spot::ckpt {
+
+bool SaveDue(const IntervalPolicy* policy, int64_t every_steps, int64_t step,
+             double seconds_since_last_save) {
+  return policy ? seconds_since_last_save >= policy->IntervalSeconds() : step % every_steps == 0;
+}
 namespace {
 
 // Running mean that adapts: plain mean over the first 100 samples, then an

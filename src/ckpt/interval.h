@@ -20,6 +20,14 @@ struct IntervalOptions {
   double first_save_s = 30;      // until a save has been measured, save after this long
 };
 
+class IntervalPolicy;
+
+// The one rule of when a trainer saves (single-process and elastic alike):
+// at the interval policy's time when there is one (checkpoint.interval:
+// auto), else every `every_steps` steps. REQUIRES: every_steps >= 1.
+bool SaveDue(const IntervalPolicy* policy, int64_t every_steps, int64_t step,
+             double seconds_since_last_save);
+
 class IntervalPolicy {
  public:
   explicit IntervalPolicy(IntervalOptions o) : opt_(o) {}

@@ -17,6 +17,14 @@ IntervalOptions Options(double mtbf_s, double max_overhead) {
   return o;
 }
 
+TEST(IntervalTest, SaveDueByStepsOrByThePolicysTime) {
+  EXPECT_TRUE(SaveDue(nullptr, 50, 100, 0));
+  EXPECT_FALSE(SaveDue(nullptr, 50, 101, 1e9));  // steps only: time does not matter
+  IntervalPolicy p({.first_save_s = 30});
+  EXPECT_FALSE(SaveDue(&p, 50, 100, 29.9));  // the policy's time only
+  EXPECT_TRUE(SaveDue(&p, 50, 101, 30));
+}
+
 TEST(IntervalTest, YoungDalyValues) {
   // Daly: sqrt(2 C M) - C while C < M / 2.
   EXPECT_DOUBLE_EQ(IntervalPolicy::YoungDaly(2, 3600), 120.0 - 2.0);

@@ -155,7 +155,7 @@ Status FakeProvider::Adopt(const InstanceView& recorded, double now_s) {
   return Status::Ok();
 }
 
-FakeProgress FakeProvider::Progress(double now_s) {
+ProgressReport FakeProvider::Progress(double now_s) {
   Impl& m = *impl_;
   m.Advance(now_s);
   if (!m.done) {
@@ -172,10 +172,13 @@ FakeProgress FakeProvider::Progress(double now_s) {
   for (const fleet::Instance& i : m.model.instances()) {
     world += i.state == fleet::InstanceState::kPreempted ? 0 : 1;
   }
-  return {.hours = m.progress,
-          .fraction = m.progress / m.o.job.compute_hours,
+  constexpr int64_t kSteps = 1000000;
+  const double fraction = m.progress / m.o.job.compute_hours;
+  return {.step = static_cast<int64_t>(fraction * kSteps),
+          .total_steps = kSteps,
+          .world = world,
           .done = m.done,
-          .world = world};
+          .fraction = fraction};
 }
 
 }  // namespace spot::cloud

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cloud/provider.h"
+#include "core/job_files.h"
 #include "fleet/fleet.h"
 #include "market/trace.h"
 
@@ -34,14 +35,6 @@ struct FakeProviderOptions {
   std::function<Status(const InstanceSpec&, double now_s)> launch_fault;
 };
 
-// The stand-in training's state at a simulated second.
-struct FakeProgress {
-  double hours = 0;     // compute-hours done
-  double fraction = 0;  // hours / compute_hours
-  bool done = false;
-  int world = 0;  // instances running
-};
-
 class FakeProvider final : public Provider {
  public:
   explicit FakeProvider(FakeProviderOptions options);
@@ -53,8 +46,10 @@ class FakeProvider final : public Provider {
   std::vector<ProviderEvent> Poll(double now_s) override;
   Status Adopt(const InstanceView& recorded, double now_s) override;
 
-  // Advances the world to now_s and says how far the training is.
-  FakeProgress Progress(double now_s);
+  // Advances the world to now_s and reports how far the stand-in training
+  // is, as rank 0 of a real one would (core/job_files.h): the fraction of
+  // the job done, steps of a million, the instances running as its world.
+  ProgressReport Progress(double now_s);
   // Provider calls so far (Launch, Terminate, List, Poll, Adopt): what a
   // cloud's API rate limits would count.
   int64_t api_calls() const { return api_calls_; }

@@ -50,6 +50,14 @@ TrainingProgress ReadTrainingProgress(const std::string& path) {
   return text.ok() ? ParseTrainingProgress(*text) : TrainingProgress{};
 }
 
+TrainingProgress KnownProgress(const ProgressReport& report) {
+  TrainingProgress p;
+  static_cast<ProgressReport&>(p) = report;
+  p.known = true;
+  p.json = ProgressReportJson(report);
+  return p;
+}
+
 TrainingProgress ParseTrainingProgress(const std::string& text) {
   TrainingProgress p;
   auto r = ParseProgressReport(text);

@@ -52,6 +52,8 @@ struct TrainingProgress : ProgressReport {
 };
 // Parses the progress JSON; `known` false when it is not a JSON object.
 TrainingProgress ParseTrainingProgress(const std::string& text);
+// A report as read (known, its JSON kept).
+TrainingProgress KnownProgress(const ProgressReport& report);
 // Reads the progress file; `known` false when absent or unreadable.
 TrainingProgress ReadTrainingProgress(const std::string& path);
 

@@ -55,22 +55,11 @@ class CostCurve {
 // steps.csv: "step,epoch,loss,lr" per committed step (a redone step repeats).
 json TrainingSeries(const std::string& path) {
   std::vector<double> step, loss, lr;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream f(line);
-    std::string a, b, c, d;
-    if (!std::getline(f, a, ',') || !std::getline(f, b, ',') || !std::getline(f, c, ',') ||
-        !std::getline(f, d)) {
-      continue;
-    }
-    char* end = nullptr;
-    const double s = std::strtod(a.c_str(), &end);
-    const double l = std::strtod(c.c_str(), nullptr);
-    const double r = std::strtod(d.c_str(), nullptr);
-    if (end == a.c_str() || !std::isfinite(l) || !std::isfinite(r)) continue;
-    step.push_back(s);
-    loss.push_back(l);
-    lr.push_back(r);
+  for (const StepLogRow& r : ReadStepLog(path)) {
+    if (!std::isfinite(r.loss) || !std::isfinite(r.lr)) continue;  // not plottable
+    step.push_back(static_cast<double>(r.step));
+    loss.push_back(r.loss);
+    lr.push_back(r.lr);
   }
   const size_t every =
       std::max<size_t>(1, (step.size() + kMaxTrainingPoints - 1) / kMaxTrainingPoints);

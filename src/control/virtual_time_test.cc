@@ -22,7 +22,6 @@ namespace {
 
 constexpr double kGap = 195;      // seconds per tick, as the shared records
 constexpr double kInterval = 65;  // three reconcile passes a tick
-constexpr int64_t kSteps = 1000000;
 constexpr char kHash[] = "virtual";
 
 // Two-state Markov capacity: up runs of mean `up` ticks with 2-4 instances,
@@ -116,16 +115,7 @@ class VirtualTimeTest : public ::testing::Test {
                      .clock = &clock_,
                      .new_job_epoch_unix_s = epoch_};
     d.read_progress = [this] {
-      cloud::FakeProgress f = World().Progress(clock_.NowUnixS() - epoch_);
-      TrainingProgress t;
-      static_cast<ProgressReport&>(t) = {.step = static_cast<int64_t>(f.fraction * kSteps),
-                                         .total_steps = kSteps,
-                                         .world = f.world,
-                                         .done = f.done,
-                                         .fraction = f.fraction};
-      t.known = true;
-      t.json = ProgressReportJson(t);
-      return t;
+      return KnownProgress(World().Progress(clock_.NowUnixS() - epoch_));
     };
     return d;
   }

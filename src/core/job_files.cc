@@ -1,7 +1,11 @@
 #include "core/job_files.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 namespace spot {
@@ -41,6 +45,42 @@ std::string JobFiles::decisions() const { return In(dir, "decisions.jsonl"); }
 std::string JobFiles::worker_job() const { return In(dir, "train.yaml"); }
 std::string JobFiles::state_dir() const { return In(dir, "controller"); }
 std::string StateDbPath(const std::string& state_dir) { return In(state_dir, "state.db"); }
+
+std::string StepLogLine(const StepLogRow& r) {
+  return fmt::format("{},{},{:.9g},{:.9g}\n", r.step, r.epoch, r.loss, r.lr);
+}
+
+Result<StepLogRow> ParseStepLogLine(std::string_view line) {
+  StepLogRow r;
+  const char* p = line.data();
+  const char* end = line.data() + line.size();
+  auto integer = [&](int64_t* out) {
+    auto [next, ec] = std::from_chars(p, end, *out);
+    p = next;
+    return ec == std::errc();
+  };
+  auto number = [&](double* out) {
+    auto [next, ec] = std::from_chars(p, end, *out);
+    p = next;
+    return ec == std::errc();  // nan and inf too: a diverged step is still a step
+  };
+  auto comma = [&] { return p < end && *p++ == ','; };
+  if (!(integer(&r.step) && comma() && integer(&r.epoch) && comma() && number(&r.loss) && comma() &&
+        number(&r.lr) && p == end)) {
+    return InvalidArgumentError("not a step log line (step,epoch,loss,lr): '" + std::string(line) +
+                                "'");
+  }
+  return r;
+}
+
+std::vector<StepLogRow> ReadStepLog(const std::string& path) {
+  std::vector<StepLogRow> rows;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (auto r = ParseStepLogLine(line); r.ok()) rows.push_back(*r);
+  }
+  return rows;
+}
 
 std::string ProgressReportJson(const ProgressReport& r) {
   json j = {{"job", r.job},

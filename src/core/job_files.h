@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/status.h"
 
@@ -44,6 +46,22 @@ struct ProgressReport {
   // total_steps (a stand-in training in virtual time); -1: step / total.
   double fraction = -1;
 };
+
+// One line of a job's step log (JobFiles::step_log): a committed step, as
+// "step,epoch,loss,lr"; a step redone after a loss appears again. Losses and
+// rates are written with 9 significant digits: a float round-trips exactly.
+struct StepLogRow {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  double loss = 0;
+  double lr = 0;
+};
+std::string StepLogLine(const StepLogRow& row);  // with its newline
+// InvalidArgument quoting the line for anything but such a line.
+Result<StepLogRow> ParseStepLogLine(std::string_view line);
+// The rows of a step log in file order; lines that do not parse (a torn last
+// line) are skipped. A missing file has none.
+std::vector<StepLogRow> ReadStepLog(const std::string& path);
 
 // One line of JSON (no trailing newline).
 std::string ProgressReportJson(const ProgressReport& r);

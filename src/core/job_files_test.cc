@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
+#include "core/temp_dir.h"
+
 namespace spot {
 namespace {
 
@@ -54,6 +58,35 @@ TEST(ProgressReport, BadReportsNameTheField) {
   EXPECT_NE(wrong.status().message().find("'step'"), std::string::npos);
   EXPECT_FALSE(ParseProgressReport(R"({"step": 1.5})").ok());  // a step is whole
   EXPECT_FALSE(ParseProgressReport(R"({"done": 1})").ok());
+}
+
+}  // namespace
+}  // namespace spot
+
+namespace spot {
+namespace {
+
+TEST(StepLog, LinesRoundTripAndTornLinesAreSkipped) {
+  const StepLogRow r{.step = 12, .epoch = 1, .loss = 0.123456789f, .lr = 1e-3};
+  const std::string line = StepLogLine(r);
+  EXPECT_EQ(line, "12,1,0.123456791,0.001\n");  // the float's value, 9 digits
+  auto back = ParseStepLogLine(line.substr(0, line.size() - 1));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->step, 12);
+  EXPECT_EQ(static_cast<float>(back->loss), 0.123456789f);  // exact for a float
+  EXPECT_TRUE(ParseStepLogLine("3,0,nan,0.1").ok());        // a diverged step is a step
+  EXPECT_FALSE(ParseStepLogLine("3,0,0.5").ok());
+  EXPECT_FALSE(ParseStepLogLine("3,0,0.5,0.1,9").ok());
+  EXPECT_FALSE(ParseStepLogLine("x,0,0.5,0.1").ok());
+  auto dir = TempDir::Create("step_log_test");
+  ASSERT_TRUE(dir.ok());
+  const std::string path = (dir->path() / "steps.csv").string();
+  std::ofstream(path) << StepLogLine({1, 0, 2.5, 0.1}) << StepLogLine({2, 0, 2.25, 0.1})
+                      << "3,0,2.";
+  std::vector<StepLogRow> rows = ReadStepLog(path);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].loss, 2.25);
+  EXPECT_TRUE(ReadStepLog(path + ".missing").empty());
 }
 
 }  // namespace

@@ -461,8 +461,8 @@ Result<StepResult> Worker::Step(const Generation& g, Slice batch) {
                g.number, g.world_size(), g.rank, batch.begin, batch.end, mine.begin, mine.end);
   }
   if (step_log_ && g.rank == 0) {
-    fmt::print(step_log_, "{},{},{:.9g},{:.9g}\n", counters_.step, counters_.epoch,
-               c[kLossSum] / c[kCount], lr);
+    std::fputs(StepLogLine({counters_.step, counters_.epoch, c[kLossSum] / c[kCount], lr}).c_str(),
+               step_log_);
   }
   if (opt_.observer.on_step) {
     opt_.observer.on_step({.step = counters_.step,
@@ -514,8 +514,8 @@ Status Worker::MaybeSave(bool force) {
   if (!saver_ || last_saved_step_ == counters_.step) return Status::Ok();
   const train::CheckpointSpec& ck = spec_.checkpoint;
   // The same rule as `spot train`: Young/Daly capped by measured overhead, or every N steps.
-  bool due = interval_ ? Seconds(last_save_time_, Clock::now()) >= interval_->IntervalSeconds()
-                       : counters_.step % ck.interval_steps == 0;
+  const bool due = ckpt::SaveDue(interval_ ? &*interval_ : nullptr, ck.interval_steps,
+                                 counters_.step, Seconds(last_save_time_, Clock::now()));
   if (!due && !force) return Status::Ok();
   const auto t0 = Clock::now();
   SPOT_ASSIGN_OR_RETURN(ckpt::Container * c, saver_->Acquire());

@@ -455,11 +455,11 @@ Status Trainer::Impl::TrainLoop() {
 
     ++counters.step;
     if (step_log) {
-      fmt::print(step_log, "{},{},{:.9g},{:.9g}\n", counters.step, counters.epoch, loss_value, lr);
+      std::fputs(StepLogLine({counters.step, counters.epoch, loss_value, lr}).c_str(), step_log);
     }
     bool epoch_done = finish_batch(end);
-    bool save = interval ? Seconds(last_save_time, Clock::now()) >= interval->IntervalSeconds()
-                         : counters.step % spec.checkpoint.interval_steps == 0;
+    const bool save = ckpt::SaveDue(interval ? &*interval : nullptr, spec.checkpoint.interval_steps,
+                                    counters.step, Seconds(last_save_time, Clock::now()));
     if (save) SPOT_RETURN_IF_ERROR(SaveCheckpoint());
     double rate = train_seconds > 0 ? static_cast<double>(train_samples) / train_seconds : 0;
     progress.Update(counters.step,

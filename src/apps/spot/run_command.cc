@@ -1,8 +1,9 @@
 // `spot run JOB.yaml`: the controller. Reads the job, builds its market, hosts
 // the rendezvous (a detached `spot rendezvous`, so a controller restart does
-// not take it down), runs instances through the local provider, serves the
-// HTTP API, and prints what the job cost against on demand and what SpotSim
-// predicted for the same market segment.
+// not take it down), says how a worker starts, and hands the rest to
+// control::JobRunner (store, provider, policy, monitor, API, controller);
+// then prints what the job cost against on demand and what SpotSim predicted
+// for the same market segment.
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -23,18 +24,14 @@
 #include "apps/spot/run_job.h"
 #include "apps/spot/run_market.h"
 #include "apps/spot/run_summary.h"
-#include "cloud/provider_registry.h"
-#include "control/api_server.h"
 #include "control/controller.h"
-#include "control/job_monitor.h"
+#include "control/job_runner.h"
 #include "control/job_store.h"
 #include "core/file_io.h"
 #include "core/job_files.h"
 #include "core/net.h"
 #include "core/process.h"
 #include "dist/c10d_stores.h"
-#include "monitor/dashboard.h"
-#include "policy/registry.h"
 #include "sim/spot_sim.h"
 #include "train/train_spec.h"
 
@@ -122,34 +119,45 @@ void StopRendezvous(const std::string& state_dir) {
   }
 }
 
-// Steps redone after losses: the step log has one line per committed step,
-// a redone step appears again.
-int64_t StepLogLines(const std::string& path) {
-  std::ifstream in(path);
-  int64_t n = 0;
-  for (std::string line; std::getline(in, line);) n += line.empty() ? 0 : 1;
-  return n;
-}
-
-// The last line of a worker's log that reports an error ("" when none).
-std::string LastErrorLine(const std::string& log_path) {
-  std::ifstream in(log_path);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (line.find("error") != std::string::npos) last = line;
-  }
-  return last;
-}
-
-control::ApiPages MonitorPages(control::JobMonitor& monitor, const std::string& job) {
-  return {.metrics = [&monitor] { return monitor.MetricsText(); },
-          .targets = [&monitor] { return monitor.TargetsJson(); },
-          .dashboard_data = [&monitor](const std::string&) { return monitor.DashboardJson(true); },
-          .dashboard_html =
-              [job](const std::string& id) {
-                return monitor::DashboardHtml({.title = id + " · SpotTrain",
-                                               .data_url = "/api/v1/jobs/" + id + "/dashboard"});
-              }};
+// How an instance starts its worker: `spot worker` on the workers' job file,
+// joining the rendezvous, with its local disk, the job's shared records and
+// the metadata service to watch.
+std::function<std::vector<std::string>(const cloud::InstanceSpec&, const std::string&, int)>
+WorkerCommand(const LoadedJob& j, const std::string& train_yaml, const std::string& rdzv_url) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = j.train.threads > 0
+                          ? static_cast<int>(j.train.threads)
+                          : std::max(1, cores / static_cast<int>(j.run.resources.nodes));
+  const JobFiles files{j.job_dir};
+  return [=, exe = SelfExe(), watch = j.run.market.metadata](
+             const cloud::InstanceSpec& s, const std::string& local_dir, int metrics_port) {
+    return std::vector<std::string>{exe,
+                                    "worker",
+                                    train_yaml,
+                                    "--rendezvous",
+                                    rdzv_url,
+                                    "--id",
+                                    s.id,
+                                    "--threads",
+                                    std::to_string(threads),
+                                    "--checkpoint-dir",
+                                    (fs::path(local_dir) / "checkpoints").string(),
+                                    "--progress-file",
+                                    files.progress(),
+                                    "--step-log",
+                                    files.step_log(),
+                                    "--watch",
+                                    watch,
+                                    "--notice-poll",
+                                    "0.1",
+                                    "--metrics-port",
+                                    std::to_string(metrics_port),
+                                    "--tensorboard",
+                                    files.tensorboard(),
+                                    "--plain",
+                                    "--log-interval",
+                                    "5"};
+  };
 }
 
 int Fail(const Status& s) {
@@ -181,198 +189,47 @@ int RunRunCommand(const RunArgs& args) {
   LoadedJob& j = *job;
   auto market = LoadRunMarket(j.run);
   if (!market.ok()) return Fail(market.status());
-  policy::PolicyRegistry registry;
-  policy::RegisterBuiltinPolicies(registry);
-  auto live_policy = registry.Create(j.run.policy);
-  if (!live_policy.ok()) {
-    return Fail(InvalidArgumentError(j.run.source +
-                                     ": policy: " + std::string(live_policy.status().message())));
-  }
-  if ((*live_policy)->needs_future()) {  // refused before anything is written or started
-    return Fail(InvalidArgumentError(fmt::format(
-        "{}: policy '{}' needs to know the future; it is a bound for `spot sim`, not a live policy",
-        j.run.source, (*live_policy)->name())));
-  }
-  cloud::ProviderRegistry providers;
-  cloud::RegisterBuiltinProviders(providers);
-  if (Status st = providers.Validate(j.run.provider); !st.ok()) {
-    return Fail(InvalidArgumentError(j.run.source + ": provider: " + std::string(st.message())));
-  }
-  const std::string state_dir = JobStateDir(j);
-  const JobFiles files{j.job_dir};
-  const std::string instances_dir = files.instances();
-  for (const std::string& dir : {j.job_dir, state_dir, instances_dir}) {
-    if (Status st = CreateDirectories(dir); !st.ok()) return Fail(st);
-  }
+  if (Status st = control::ValidateJob(j.run); !st.ok()) return Fail(st);  // nothing written yet
+  if (Status st = CreateDirectories(j.job_dir); !st.ok()) return Fail(st);
   auto train_yaml = WriteWorkerJobFile(j);
   if (!train_yaml.ok()) return Fail(train_yaml.status());
-  auto store = control::JobStore::Open(StateDbPath(state_dir));
-  if (!store.ok()) return Fail(store.status());
-
-  // Signals are taken by one thread; block them before any thread starts.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-
-  std::vector<const market::Trace*> zones;
-  for (const market::Trace& t : market->zones) zones.push_back(&t);
+  control::BlockStopSignals();  // before any thread starts
+  const std::string state_dir = JobStateDir(j);
+  if (Status st = CreateDirectories(state_dir); !st.ok()) return Fail(st);
   auto rdzv_url = EnsureRendezvous(state_dir, j.job_dir);
   if (!rdzv_url.ok()) return Fail(rdzv_url.status());
   const auto ttl =
       std::chrono::milliseconds(static_cast<int64_t>(j.train.distributed.liveness_ttl_s * 1e3));
   auto rdzv = dist::OpenRendezvous(*rdzv_url, j.run.name, ttl, std::chrono::seconds(20));
   if (!rdzv.ok()) return Fail(rdzv.status());
-
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = j.train.threads > 0
-                          ? static_cast<int>(j.train.threads)
-                          : std::max(1, cores / static_cast<int>(j.run.resources.nodes));
-  const std::string exe = SelfExe();
-  const std::string progress_path = files.progress();
-  const std::string step_log = files.step_log();
-  const std::string tensorboard_dir = files.tensorboard();
-  auto job_record = (*store)->GetJob(j.run.name);
-  if (!job_record.ok()) return Fail(job_record.status());
-  const bool fresh = !*job_record;
-  if (fresh) {
-    std::error_code ec;
-    fs::remove(step_log, ec);
-    fs::remove(files.summary(), ec);
-    fs::remove_all(tensorboard_dir, ec);  // one run directory per job
-  }
-  const double epoch =
-      fresh ? std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-                  .count()
-            : (*job_record)->wall_epoch_unix_s;
-  auto provider = providers.Create(
-      j.run.provider,
-      {.zones = zones,
-       .job = policy::ToFleetJob(control::ToPolicyJob(j.run)),
-       .start_tick = j.run.market.start_tick,
-       .notice_s = j.run.market.notice_seconds,
-       .wall_epoch_unix_s = epoch,
-       .time_compression = fresh ? j.run.market.time_compression : (*job_record)->time_compression,
-       .instances_dir = instances_dir,
-       .terminate_grace_wall_s = j.run.controller.terminate_grace_s,
-       .command =
-           [&](const cloud::InstanceSpec& s, const std::string& local_dir) {
-             // Each worker serves /metrics on a port of its own; the monitor
-             // finds it in the store (and Prometheus through /api/v1/targets).
-             auto port = PickFreePort();
-             const int metrics_port = port.ok() ? *port : 0;
-             if (port.ok()) {
-               (void)(*store)->PutValue(j.run.name, control::MetricsPortKey(s.id),
-                                        std::to_string(metrics_port));
-             }
-             return std::vector<std::string>{exe,
-                                             "worker",
-                                             *train_yaml,
-                                             "--rendezvous",
-                                             *rdzv_url,
-                                             "--id",
-                                             s.id,
-                                             "--threads",
-                                             std::to_string(threads),
-                                             "--checkpoint-dir",
-                                             (fs::path(local_dir) / "checkpoints").string(),
-                                             "--progress-file",
-                                             progress_path,
-                                             "--step-log",
-                                             step_log,
-                                             "--watch",
-                                             j.run.market.metadata,
-                                             "--notice-poll",
-                                             "0.1",
-                                             "--metrics-port",
-                                             std::to_string(metrics_port),
-                                             "--tensorboard",
-                                             tensorboard_dir,
-                                             "--plain",
-                                             "--log-interval",
-                                             "5"};
-           },
-       .metadata_flavor = j.run.market.metadata});
-  if (!provider.ok()) return Fail(provider.status());
-
-  control::JobMonitor monitor({.spec = j.run,
-                               .store = store->get(),
-                               .zones = zones,
-                               .job_dir = j.job_dir,
-                               .progress_path = progress_path,
-                               .epochs = j.train.epochs,
-                               .tensorboard_dir = tensorboard_dir});
   std::shared_ptr<dist::KvStore> kv = rdzv->kv;
-  control::Controller controller(
-      j.run,
-      {.store = store->get(),
-       .provider = provider->get(),
+  std::vector<const market::Trace*> zones;
+  for (const market::Trace& t : market->zones) zones.push_back(&t);
+  auto runner = control::JobRunner::Create(
+      {.spec = j.run,
+       .spec_hash = j.hash,
+       .job_dir = j.job_dir,
+       .state_dir = state_dir,
        .zones = zones,
-       .policy = std::move(live_policy).value(),
-       .new_job_epoch_unix_s = epoch,
-       .progress_path = progress_path,
-       .decision_log_path = args.decision_log.empty() ? files.decisions() : args.decision_log,
-       .on_instance_gone = [kv](const std::string& id) { (void)kv->MarkDead(id); },
+       .market_description = market->description,
+       .epochs = j.train.epochs,
+       .decision_log_path = args.decision_log,
+       .status_interval_s = args.status_interval_s,
+       .worker_command = WorkerCommand(j, *train_yaml, *rdzv_url),
        .is_alive =
            [kv](const std::string& id) {
              auto alive = kv->IsAlive(id);
              return !alive.ok() || *alive;  // a store hiccup is not a verdict
            },
-       .unreachable_after_s = j.run.controller.unreachable_after_s,
-       .last_error =
-           [&](const std::string& id) {
-             return LastErrorLine((fs::path(instances_dir) / (id + ".log")).string());
-           },
-       .status_line = [](const std::string& line) { spdlog::info("{}", line); },
-       .status_interval_s = args.status_interval_s,
-       .on_reconcile = [&](double seconds) { monitor.ObserveReconcile(seconds); }});
-  auto api = control::ApiServer::Start(
-      store->get(),
-      {.port = static_cast<int>(j.run.controller.api_port),
-       .token_path = (fs::path(state_dir) / "api.token").string(),
-       .pages = MonitorPages(monitor, j.run.name)},
-      [&](const std::string& id) {
-        return id == j.run.name ? controller.RequestCancel()
-                                : NotFoundError("this controller runs job " + j.run.name);
-      });
-  if (!api.ok()) return Fail(api.status());
-  std::atomic<bool> done{false};
-  std::thread signals([&] {
-    timespec tick{0, 100 * 1000 * 1000};
-    while (!done.load()) {
-      int sig = sigtimedwait(&set, nullptr, &tick);
-      if (sig == SIGINT || sig == SIGTERM) {
-        spdlog::warn("{}: cancelling the job", strsignal(sig));
-        (void)controller.RequestCancel();
-      }
-    }
-  });
-  spdlog::info("job {}: policy {}, {} x {} (min {}), deadline {:.1f} h, market: {}; time x{:.0f}",
-               j.run.name, j.run.policy.name, j.run.resources.nodes, j.run.resources.instance_type,
-               j.run.resources.min_nodes, j.run.deadline_hours, market->description,
-               j.run.market.time_compression);
-  spdlog::info("API {} (token in {}); rendezvous {}", (*api)->url(),
-               (fs::path(state_dir) / "api.token").string(), *rdzv_url);
-  spdlog::info("dashboard {}/jobs/{}; metrics {}/metrics", (*api)->url(), j.run.name,
-               (*api)->url());
-  std::thread refresher([&] {
-    while (!done.load()) {
-      if (Status st = monitor.Refresh(); !st.ok()) spdlog::warn("monitor: {}", st.message());
-      for (int i = 0; i < 10 && !done.load(); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    }
-  });
-  auto outcome = controller.Run(j.hash);
-  done.store(true);
-  signals.join();
-  refresher.join();
-  (void)monitor.Refresh();  // the final state, for the last scrape and event files
+       .on_instance_gone = [kv](const std::string& id) { (void)kv->MarkDead(id); },
+       .rendezvous_url = *rdzv_url});
+  if (!runner.ok()) return Fail(runner.status());
+  auto outcome = (*runner)->Run();
   if (!outcome.ok()) return Fail(outcome.status());
   if (control::IsTerminal(outcome->state)) StopRendezvous(state_dir);
-  return PrintRunSummary(**store, j.run, market->zones, j.job_dir, *outcome,
-                         StepLogLines(step_log));
+  const JobFiles files{j.job_dir};
+  return PrintRunSummary((*runner)->store(), j.run, market->zones, j.job_dir, *outcome,
+                         static_cast<int64_t>(ReadStepLog(files.step_log()).size()));
 }
 
 }  // namespace spot::cli

@@ -1,0 +1,256 @@
+#include "control/job_runner.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "cloud/provider_registry.h"
+#include "control/api_server.h"
+#include "control/job_monitor.h"
+#include "core/file_io.h"
+#include "core/job_files.h"
+#include "core/net.h"
+#include "monitor/dashboard.h"
+#include "policy/registry.h"
+
+namespace spot::control {
+namespace {
+
+namespace fs = std::filesystem;
+
+sigset_t StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
+}
+
+// The last line of a worker's log that reports an error ("" when none).
+std::string LastErrorLine(const std::string& log_path) {
+  std::ifstream in(log_path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (line.find("error") != std::string::npos) last = line;
+  }
+  return last;
+}
+
+ApiPages MonitorPages(JobMonitor& monitor) {
+  return {.metrics = [&monitor] { return monitor.MetricsText(); },
+          .targets = [&monitor] { return monitor.TargetsJson(); },
+          .dashboard_data = [&monitor](const std::string&) { return monitor.DashboardJson(true); },
+          .dashboard_html =
+              [](const std::string& id) {
+                return monitor::DashboardHtml({.title = id + " · SpotTrain",
+                                               .data_url = "/api/v1/jobs/" + id + "/dashboard"});
+              }};
+}
+
+}  // namespace
+
+Status ValidateJob(const RunSpec& spec) {
+  policy::PolicyRegistry policies;
+  policy::RegisterBuiltinPolicies(policies);
+  auto p = policies.Create(spec.policy);
+  if (!p.ok())
+    return InvalidArgumentError(spec.source + ": policy: " + std::string(p.status().message()));
+  if ((*p)->needs_future()) {
+    return InvalidArgumentError(fmt::format(
+        "{}: policy '{}' needs to know the future; it is a bound for `spot sim`, not a live policy",
+        spec.source, (*p)->name()));
+  }
+  cloud::ProviderRegistry providers;
+  cloud::RegisterBuiltinProviders(providers);
+  if (Status st = providers.Validate(spec.provider); !st.ok()) {
+    return InvalidArgumentError(spec.source + ": provider: " + std::string(st.message()));
+  }
+  return Status::Ok();
+}
+
+void BlockStopSignals() {
+  sigset_t set = StopSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+struct JobRunner::Impl {
+  JobRunnerOptions o;
+  JobFiles files;
+  std::unique_ptr<JobStore> store;
+  std::unique_ptr<cloud::Provider> provider;
+  std::unique_ptr<JobMonitor> monitor;
+  std::unique_ptr<Controller> controller;
+  std::unique_ptr<ApiServer> api;
+
+  Result<double> PrepareRecords();
+  Status MakeProvider(double epoch, double compression);
+  Status MakeController(double epoch);
+  Status StartApi();
+  void LogStart() const;
+};
+
+// A fresh job starts with empty training records; a resumed one keeps its
+// epoch and time compression. Returns the job's epoch.
+Result<double> JobRunner::Impl::PrepareRecords() {
+  SPOT_ASSIGN_OR_RETURN(std::optional<JobRecord> job, store->GetJob(o.spec.name));
+  if (job) return job->wall_epoch_unix_s;
+  std::error_code ec;
+  fs::remove(files.step_log(), ec);
+  fs::remove(files.summary(), ec);
+  fs::remove_all(files.tensorboard(), ec);  // one run directory per job
+  return RealClock()->NowUnixS();
+}
+
+Status JobRunner::Impl::MakeProvider(double epoch, double compression) {
+  cloud::ProviderRegistry providers;
+  cloud::RegisterBuiltinProviders(providers);
+  JobStore* s = store.get();
+  auto made = providers.Create(
+      o.spec.provider,
+      {.zones = o.zones,
+       .job = policy::ToFleetJob(ToPolicyJob(o.spec)),
+       .start_tick = o.spec.market.start_tick,
+       .notice_s = o.spec.market.notice_seconds,
+       .wall_epoch_unix_s = epoch,
+       .time_compression = compression,
+       .instances_dir = files.instances(),
+       .terminate_grace_wall_s = o.spec.controller.terminate_grace_s,
+       .command =
+           [this, s](const cloud::InstanceSpec& spec, const std::string& local_dir) {
+             // Each worker serves /metrics on a port of its own; the monitor
+             // finds it in the store (and Prometheus through /api/v1/targets).
+             auto port = PickFreePort();
+             if (port.ok()) {
+               (void)s->PutValue(o.spec.name, MetricsPortKey(spec.id), std::to_string(*port));
+             }
+             return o.worker_command(spec, local_dir, port.ok() ? *port : 0);
+           },
+       .metadata_flavor = o.spec.market.metadata});
+  SPOT_RETURN_IF_ERROR(made.status());
+  provider = std::move(made).value();
+  return Status::Ok();
+}
+
+Status JobRunner::Impl::MakeController(double epoch) {
+  policy::PolicyRegistry policies;
+  policy::RegisterBuiltinPolicies(policies);
+  SPOT_ASSIGN_OR_RETURN(std::unique_ptr<policy::Policy> policy, policies.Create(o.spec.policy));
+  const std::string instances_dir = files.instances();
+  JobMonitor* m = monitor.get();
+  controller = std::make_unique<Controller>(
+      o.spec,
+      ControllerDeps{.store = store.get(),
+                     .provider = provider.get(),
+                     .zones = o.zones,
+                     .policy = std::move(policy),
+                     .new_job_epoch_unix_s = epoch,
+                     .progress_path = files.progress(),
+                     .decision_log_path =
+                         o.decision_log_path.empty() ? files.decisions() : o.decision_log_path,
+                     .on_instance_gone = o.on_instance_gone,
+                     .is_alive = o.is_alive,
+                     .unreachable_after_s = o.spec.controller.unreachable_after_s,
+                     .last_error =
+                         [instances_dir](const std::string& id) {
+                           return LastErrorLine((fs::path(instances_dir) / (id + ".log")).string());
+                         },
+                     .status_line = [](const std::string& line) { spdlog::info("{}", line); },
+                     .status_interval_s = o.status_interval_s,
+                     .on_reconcile = [m](double seconds) { m->ObserveReconcile(seconds); }});
+  return Status::Ok();
+}
+
+Status JobRunner::Impl::StartApi() {
+  const std::string name = o.spec.name;
+  Controller* c = controller.get();
+  SPOT_ASSIGN_OR_RETURN(
+      api, ApiServer::Start(store.get(),
+                            {.port = static_cast<int>(o.spec.controller.api_port),
+                             .token_path = (fs::path(o.state_dir) / "api.token").string(),
+                             .pages = MonitorPages(*monitor)},
+                            [c, name](const std::string& id) {
+                              return id == name ? c->RequestCancel()
+                                                : NotFoundError("this controller runs job " + name);
+                            }));
+  return Status::Ok();
+}
+
+void JobRunner::Impl::LogStart() const {
+  const RunSpec& s = o.spec;
+  spdlog::info(
+      "job {}: policy {}, provider {}, {} x {} (min {}), deadline {:.1f} h, market: {}; "
+      "time x{:.0f}",
+      s.name, s.policy.name, s.provider.name, s.resources.nodes, s.resources.instance_type,
+      s.resources.min_nodes, s.deadline_hours, o.market_description, s.market.time_compression);
+  spdlog::info("API {} (token in {}); rendezvous {}", api->url(),
+               (fs::path(o.state_dir) / "api.token").string(), o.rendezvous_url);
+  spdlog::info("dashboard {}/jobs/{}; metrics {}/metrics", api->url(), s.name, api->url());
+}
+
+Result<std::unique_ptr<JobRunner>> JobRunner::Create(JobRunnerOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->o = std::move(options);
+  impl->files = JobFiles{impl->o.job_dir};
+  for (const std::string& dir : {impl->o.job_dir, impl->o.state_dir, impl->files.instances()}) {
+    SPOT_RETURN_IF_ERROR(CreateDirectories(dir));
+  }
+  SPOT_ASSIGN_OR_RETURN(impl->store, JobStore::Open(StateDbPath(impl->o.state_dir)));
+  return std::unique_ptr<JobRunner>(new JobRunner(std::move(impl)));
+}
+
+JobRunner::JobRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+JobRunner::~JobRunner() = default;
+
+JobStore& JobRunner::store() { return *impl_->store; }
+
+Result<JobOutcome> JobRunner::Run() {
+  Impl& m = *impl_;
+  BlockStopSignals();
+  SPOT_ASSIGN_OR_RETURN(std::optional<JobRecord> record, m.store->GetJob(m.o.spec.name));
+  const double compression = record ? record->time_compression : m.o.spec.market.time_compression;
+  SPOT_ASSIGN_OR_RETURN(const double epoch, m.PrepareRecords());
+  SPOT_RETURN_IF_ERROR(m.MakeProvider(epoch, compression));
+  m.monitor =
+      std::make_unique<JobMonitor>(JobMonitorOptions{.spec = m.o.spec,
+                                                     .store = m.store.get(),
+                                                     .zones = m.o.zones,
+                                                     .job_dir = m.o.job_dir,
+                                                     .progress_path = m.files.progress(),
+                                                     .epochs = m.o.epochs,
+                                                     .tensorboard_dir = m.files.tensorboard()});
+  SPOT_RETURN_IF_ERROR(m.MakeController(epoch));
+  SPOT_RETURN_IF_ERROR(m.StartApi());
+  m.LogStart();
+  std::atomic<bool> done{false};
+  std::thread signals([&] {
+    sigset_t set = StopSignals();
+    timespec tick{0, 100 * 1000 * 1000};
+    while (!done.load()) {
+      int sig = sigtimedwait(&set, nullptr, &tick);
+      if (sig == SIGINT || sig == SIGTERM) {
+        spdlog::warn("{}: cancelling the job", strsignal(sig));
+        (void)m.controller->RequestCancel();
+      }
+    }
+  });
+  std::thread refresher([&] {
+    while (!done.load()) {
+      if (Status st = m.monitor->Refresh(); !st.ok()) spdlog::warn("monitor: {}", st.message());
+      for (int i = 0; i < 10 && !done.load(); ++i) RealClock()->SleepFor(0.1);
+    }
+  });
+  auto outcome = m.controller->Run(m.o.spec_hash);
+  done.store(true);
+  signals.join();
+  refresher.join();
+  (void)m.monitor->Refresh();  // the final state, for the last scrape and event files
+  return outcome;
+}
+
+}  // namespace spot::control
