@@ -48,12 +48,11 @@ namespace spot::cloud {
 
 struct LocalProviderOptions {
   std::vector<const market::Trace*> zones;  // the market (same tick grid)
-  int nodes = 1;  // unused (the market's rule is per instance); kept for callers that set it
-  int64_t start_tick = 0;        // absolute tick of simulated time 0
-  double notice_s = 120;         // simulated seconds of notice before a reclaim
-  double wall_epoch_unix_s = 0;  // wall time of simulated time 0
-  double time_compression = 1;   // simulated seconds per wall second
-  std::string instances_dir;     // each instance's local disk: instances_dir/<id>
+  int64_t start_tick = 0;                   // absolute tick of simulated time 0
+  double notice_s = 120;                    // simulated seconds of notice before a reclaim
+  double wall_epoch_unix_s = 0;             // wall time of simulated time 0
+  double time_compression = 1;              // simulated seconds per wall second
+  std::string instances_dir;                // each instance's local disk: instances_dir/<id>
   double terminate_grace_wall_s = 10;
   // The command an instance runs (argv[0] an executable path). Gets the
   // instance, its local disk and its metadata endpoint.

@@ -12,7 +12,6 @@ void RegisterBuiltinProviders(ProviderRegistry& r) {
       [](const ProviderContext& c) -> std::unique_ptr<Provider> {
         return std::make_unique<LocalProvider>(
             LocalProviderOptions{.zones = c.zones,
-                                 .nodes = c.job.nodes,
                                  .start_tick = c.start_tick,
                                  .notice_s = c.notice_s,
                                  .wall_epoch_unix_s = c.wall_epoch_unix_s,

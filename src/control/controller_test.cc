@@ -220,7 +220,6 @@ class ControllerTest : public ::testing::Test {
   // does: that is how a restarted provider recognizes them.
   cloud::LocalProvider& NewProvider(double wall_epoch, bool failing_worker = false) {
     cloud::LocalProviderOptions o{.zones = zones_,
-                                  .nodes = static_cast<int>(spec_.resources.nodes),
                                   .start_tick = spec_.market.start_tick,
                                   .notice_s = spec_.market.notice_seconds,
                                   .wall_epoch_unix_s = wall_epoch,

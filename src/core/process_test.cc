@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <thread>
 
@@ -218,7 +219,8 @@ TEST_F(ProcessTest, StopProcessTermsThenKillsAndCanTakeTheWholeGroup) {
   int64_t grandchild = 0;
   for (int i = 0; i < 30000 && grandchild == 0; ++i) {
     std::string text = Read("gc");
-    if (!text.empty() && text.back() == '\n') grandchild = std::stoll(text);
+    if (!text.empty() && text.back() == '\n')
+      std::from_chars(text.data(), text.data() + text.size() - 1, grandchild);
     if (grandchild == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ASSERT_GT(grandchild, 0);
