@@ -117,7 +117,8 @@ std::vector<fleet::PoolTarget> ParseFleetName(const std::string& name, int nodes
 // The fleet target that holds what `instances` are now (live ones).
 std::vector<fleet::PoolTarget> FleetOf(std::span<const fleet::Instance> instances, int nodes);
 
-// Everything a policy may know at the start of a tick.
+// Everything a policy may know at the start of a tick. Its spans (market,
+// fleet, types) are valid during the Decide() call only.
 struct Observation {
   int64_t tick = 0;       // ticks since the job started
   double time_hours = 0;  // = tick * gap hours

@@ -19,12 +19,14 @@ class FixedFleet final : public policy::Policy {
   explicit FixedFleet(std::vector<PoolTarget> f) : fleet_(std::move(f)) {}
   std::string_view name() const override { return "fixed-fleet"; }
   policy::Decision Decide(const policy::Observation& o) override {
-    seen_.push_back(o);
+    seen_.push_back(o);  // its spans are valid during Decide only: copy what is kept
     held_.push_back(std::vector<fleet::Instance>(o.fleet.begin(), o.fleet.end()));
+    types_.push_back(std::vector<fleet::TypeFacts>(o.types.begin(), o.types.end()));
     return {.fleet = fleet_};
   }
   std::vector<policy::Observation> seen_;
-  std::vector<std::vector<fleet::Instance>> held_;  // o.fleet at each tick
+  std::vector<std::vector<fleet::Instance>> held_;    // o.fleet at each tick
+  std::vector<std::vector<fleet::TypeFacts>> types_;  // o.types at each tick
 
  private:
   std::vector<PoolTarget> fleet_;
@@ -113,7 +115,7 @@ TEST(FleetSim, MixedSpotAndOnDemandOfTwoTypes) {
   EXPECT_NEAR(r.spot_hours, 4.0 / 3, 1e-9);
   EXPECT_NEAR(r.od_hours, 4.0 / 3, 1e-9);
   EXPECT_EQ(r.timeline[0].fleet, "spot:0=1+od:1=1");
-  EXPECT_EQ(balanced.seen_[0].types[0].throughput, 2);
+  EXPECT_EQ(balanced.types_[0][0].throughput, 2);
   job.balanced = false;
   FixedFleet lockstep(f);
   RunResult slow_run = Sim(lockstep, {&fast, &slow}, job, types);
