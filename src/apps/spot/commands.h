@@ -119,6 +119,7 @@ int RunSim(const SimArgs& args);
 // `spot forecast models | fit | predict | backtest` (forecast_command.cc; docs/forecast.md).
 struct ForecastArgs {
   std::string action;               // "models", "fit", "predict" or "backtest"
+  bool params = false;              // models: --params, each model's parameters (Markdown)
   std::vector<std::string> traces;  // --trace, repeatable: zones of one market
   std::string prices;               // --prices F.csv
   double tick_seconds = 0;          // --tick-seconds of a price CSV

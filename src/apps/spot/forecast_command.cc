@@ -177,9 +177,11 @@ CLI::App* AddForecastCommand(CLI::App& app, ForecastArgs* a) {
                                    "Forecast spot prices and preemptions; backtest "
                                    "the models (see docs/forecast.md)");
   f->require_subcommand(1);
-  f->add_subcommand("models", "List the registered models")->callback([a] {
-    a->action = "models";
-  });
+  CLI::App* models = f->add_subcommand("models", "List the registered models");
+  models->add_flag("--params", a->params,
+                   "Each model with its help and its parameters (a Markdown table: name, type, "
+                   "default, bounds, meaning)");
+  models->callback([a] { a->action = "models"; });
   CLI::App* fit = f->add_subcommand("fit", "Fit every model on the whole history");
   CLI::App* predict = f->add_subcommand("predict", "Forecast from the end of the history");
   CLI::App* bt = f->add_subcommand("backtest", "Rolling-origin backtest of the models");
@@ -201,6 +203,14 @@ CLI::App* AddForecastCommand(CLI::App& app, ForecastArgs* a) {
 int RunForecast(const ForecastArgs& a) {
   forecast::ForecasterRegistry reg;
   forecast::RegisterBuiltinForecasters(reg, {.xgb_threads = a.xgb_threads});
+  if (a.action == "models" && a.params) {
+    for (const auto& names : {reg.PriceNames(), reg.PreemptionNames()}) {
+      for (const auto& n : names) {
+        fmt::print("### `{}`\n\n{}\n\n{}\n", n, reg.Help(n), FieldsMarkdown(reg.Fields(n)));
+      }
+    }
+    return kExitOk;
+  }
   if (a.action == "models") {
     for (const auto& n : reg.PriceNames()) fmt::print("price       {:<19} {}\n", n, reg.Help(n));
     for (const auto& n : reg.PreemptionNames()) {
