@@ -79,14 +79,11 @@ int64_t LocalProvider::TickOf(double sim_s) const {
 }
 
 int LocalProvider::Capacity(int zone, int64_t abs_tick) const {
-  const market::Trace& t = *opt_.zones[zone];
-  return abs_tick >= 0 && abs_tick < t.ticks() ? t.available[abs_tick] : 0;
+  return fleet::SpotCapacity(*opt_.zones[zone], abs_tick);
 }
 
 double LocalProvider::Price(int zone, int64_t abs_tick) const {
-  const market::Trace& t = *opt_.zones[zone];
-  if (!t.has_prices()) return 1.0;
-  return t.price[std::clamp<int64_t>(abs_tick, 0, t.ticks() - 1)];
+  return fleet::SpotPrice(*opt_.zones[zone], abs_tick);
 }
 
 double LocalProvider::WallUnixS(double sim_s) const {

@@ -33,20 +33,23 @@ FleetModel::FleetModel(std::span<const market::Trace* const> zones, std::vector<
       job_(job),
       h_(zones.empty() ? 0 : zones[0]->gap_seconds / 3600.0) {}
 
-int FleetModel::Capacity(int z, int64_t abs) const {
-  const market::Trace& t = *zones_[z];
+int SpotCapacity(const market::Trace& t, int64_t abs) {
   return abs >= 0 && abs < t.ticks() ? t.available[abs] : 0;
 }
+
+double SpotPrice(const market::Trace& t, int64_t abs) {
+  if (!t.has_prices()) return 1.0;
+  return t.price[std::clamp<int64_t>(abs, 0, t.ticks() - 1)];
+}
+
+int FleetModel::Capacity(int z, int64_t abs) const { return SpotCapacity(*zones_[z], abs); }
 
 const TypeFacts& FleetModel::Type(const PoolRef& pool) const {
   return pool.zone < 0 ? types_.back() : types_[pool.zone];
 }
 
 double FleetModel::Price(const PoolRef& pool, int64_t abs) const {
-  if (!pool.spot()) return Type(pool).ondemand_price;
-  const market::Trace& t = *zones_[pool.zone];
-  if (!t.has_prices()) return 1.0;
-  return t.price[std::clamp<int64_t>(abs, 0, t.ticks() - 1)];
+  return pool.spot() ? SpotPrice(*zones_[pool.zone], abs) : Type(pool).ondemand_price;
 }
 
 int FleetModel::Held(const PoolRef& pool) const {

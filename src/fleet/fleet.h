@@ -168,6 +168,12 @@ class FleetModel {
   std::vector<int> held_per_zone_;
 };
 
+// A spot pool's capacity at absolute tick `abs` (0 outside the trace) and its
+// price ($ per instance-hour: 1.0 when the trace has none; the nearest tick's
+// outside it). Everything that reads a zone's market at a tick reads it here.
+int SpotCapacity(const market::Trace& zone, int64_t abs);
+double SpotPrice(const market::Trace& zone, int64_t abs);
+
 // The market's rule for one spot pool at one tick: of the instances held in
 // it (their bids, in launch order), which it takes back (indices, ascending):
 // every one whose bid is below `price`, then the newest above `capacity`.
