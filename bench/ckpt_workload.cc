@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -29,6 +30,7 @@
 #include "report.h"
 #include "train/fashion_mnist.h"
 #include "train/model.h"
+#include "train/step_runner.h"
 #include "train/train_setup.h"
 #include "train/train_state.h"
 
@@ -70,7 +72,7 @@ class Mlp50M final : public train::Net {
 
 // Training images as normalized float [n, 1, 28, 28] and labels as int64 [n].
 struct Data {
-  at::Tensor images, labels;
+  train::TensorSet set;
   bool real = true;
   std::string source;  // for the report
 };
@@ -82,9 +84,9 @@ Data LoadData(const CkptBenchOptions& o) {
     at::Tensor raw =
         at::from_blob(set->pixels.data(), {set->count, 1, set->rows, set->cols}, at::kByte);
     // The trainer's normalization (trainer.cc); .to() copies out of `set`.
-    d.images =
+    d.set.images =
         raw.to(at::kFloat).div_(255).sub_(train::kFashionMnistMean).div_(train::kFashionMnistStd);
-    d.labels = at::from_blob(set->labels.data(), {set->count}, at::kByte).to(at::kLong);
+    d.set.labels = at::from_blob(set->labels.data(), {set->count}, at::kByte).to(at::kLong);
     d.source =
         fmt::format("the {} Fashion-MNIST training images in {}", set->count, o.dataset_path);
     return d;
@@ -92,45 +94,32 @@ Data LoadData(const CkptBenchOptions& o) {
   Progress(fmt::format("ckpt: cannot load Fashion-MNIST ({}); training on random inputs instead",
                        set.status().message()));
   d.real = false;
-  d.images = at::randn({4096, 1, 28, 28});
-  d.labels = at::randint(10, {4096}, at::kLong);
+  d.set.images = at::randn({4096, 1, 28, 28});
+  d.set.labels = at::randint(10, {4096}, at::kLong);
   d.source =
       fmt::format("RANDOM inputs (Fashion-MNIST could not be loaded: {})", set.status().message());
   return d;
 }
 
-// A model, its Adam optimizer and the trainer's counters, trained the way
-// trainer.cc trains: index_select a shuffled batch, forward, backward, step.
+// A model, its Adam optimizer and the trainer's counters, trained by the
+// trainers' own step runner (train/step_runner.h) on the whole batch.
 struct Subject {
   std::string key;    // cnn | mlp50m
   std::string title;  // for the report
+  train::TrainSpec spec;
   std::shared_ptr<train::Net> model;
   std::unique_ptr<torch::optim::Adam> optimizer;
   train::TrainerCounters counters;
-  const Data* data = nullptr;
-  at::Tensor order, x, y;
-  int64_t batch = 64;
-  int64_t cursor = 0;
+  std::optional<train::StepRunner> runner;
+  train::LocalSync sync;
   int64_t params = 0;
-  float loss = 0;
+  double loss = 0;
 
   void Step() {
-    const int64_t n = data->images.size(0);
-    if (cursor + batch > n) {
-      cursor = 0;
-      ++counters.epoch;
-    }
-    at::Tensor idx = order.slice(0, cursor, cursor + batch);
-    at::index_select_out(x, data->images, 0, idx);
-    at::index_select_out(y, data->labels, 0, idx);
-    optimizer->zero_grad();
-    at::Tensor l = at::cross_entropy_loss(model->forward(x), y);
-    loss = l.item<float>();
-    l.backward();
-    optimizer->step();
-    cursor += batch;
-    ++counters.step;
-    counters.index_in_epoch = cursor;
+    const train::Slice batch = runner->NextBatch();
+    auto out = runner->Run(batch, batch, sync);
+    loss = out.ok() ? out->loss : std::numeric_limits<double>::quiet_NaN();
+    runner->Advance(batch);
   }
 
   // What SaveCheckpoint in trainer.cc puts in a snapshot buffer.
@@ -143,6 +132,7 @@ struct Subject {
     SPOT_ASSIGN_OR_RETURN(train::TrainerCounters restored,
                           train::RestoreTrainState(c, *model, *optimizer, "adam"));
     counters = restored;
+    runner->Reset();
     return Status::Ok();
   }
 
@@ -191,11 +181,14 @@ std::unique_ptr<Subject> MakeSubject(const std::string& key, const Data& data,
                  .optimizer = "adam",
                  .threads = o.threads,
                  .blas = "bench"};
-  s->data = &data;
-  s->batch = o.batch;
-  s->order = at::randperm(data.images.size(0), at::kLong);
-  s->x = at::empty({o.batch, 1, data.images.size(2), data.images.size(3)});
-  s->y = at::empty({o.batch}, at::kLong);
+  s->spec.model = key;
+  s->spec.batch_size = o.batch;
+  s->spec.seed = o.seed;
+  s->spec.steps = std::numeric_limits<int64_t>::max() / 2;  // as long as the benchmark runs
+  s->spec.optimizer = {.type = "adam", .lr = 1e-3};
+  s->spec.rollback.enabled = false;
+  s->runner.emplace(s->spec, data.set,
+                    train::TrainRefs{s->model.get(), s->optimizer.get(), "adam", &s->counters});
   return s;
 }
 

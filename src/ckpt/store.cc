@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/clock.h"
+
 namespace spot::ckpt {
 namespace {
 
@@ -16,12 +18,6 @@ using nlohmann::json;
 
 constexpr std::string_view kManifestFormat = "spot-checkpoint";
 constexpr int kMaxChainDepth = 1000;
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string ManifestJson(const VersionInfo& v, const json& meta) {
   json m = {{"format", kManifestFormat},
@@ -176,7 +172,7 @@ Result<VersionInfo> CheckpointStore::Write(int64_t id, Container& c, Container* 
   v.id = id;
   v.step = req.step;
   v.parent = req.parent;
-  v.created_unix_ms = NowUnixMs();
+  v.created_unix_ms = RealClock()->NowUnixMs();
   v.meta_json = meta.dump();
   v.tiers = {Tier::kLocal};
   SPOT_ASSIGN_OR_RETURN(std::unique_ptr<BlobWriter> w, local.Create(DataFileName(id)));

@@ -36,10 +36,6 @@ namespace fs = std::filesystem;
 
 constexpr double kEps = 1e-9;  // of a tick: a time on a boundary is in the tick it starts
 
-double WallNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 }  // namespace
 
 const char* InstanceStateName(InstanceState s) {
@@ -69,6 +65,7 @@ const char* ProviderEventName(ProviderEvent::Kind k) {
 }
 
 LocalProvider::LocalProvider(LocalProviderOptions options) : opt_(std::move(options)) {
+  if (!opt_.clock) opt_.clock = RealClock();
   gap_s_ = opt_.zones.empty() ? 1 : opt_.zones[0]->gap_seconds;
 }
 
@@ -97,7 +94,7 @@ Status LocalProvider::StartMetadata(Instance& inst, int port) {
                                                               .region = s.region,
                                                               .zone = s.zone_name,
                                                               .spot = s.spot},
-                                                             "127.0.0.1", port));
+                                                             "127.0.0.1", port, opt_.clock));
   inst.data.metadata_port = inst.metadata->port();
   inst.view.provider_data = EncodeLocalInstanceData(inst.data);
   if (inst.view.notice_s >= 0) {
@@ -179,7 +176,7 @@ Status LocalProvider::Terminate(const std::string& id, double now_s) {
   Instance& inst = it->second;
   if (inst.view.state != InstanceState::kRunning) return Status::Ok();
   if (inst.view.process_running) SignalProcess(inst.data.pid, SIGTERM);  // never a reaped pid
-  inst.term_sent_wall = WallNow();
+  inst.term_sent_wall = opt_.clock->NowUnixS();
   End(inst, InstanceState::kTerminated, now_s);
   return Status::Ok();
 }
@@ -367,7 +364,7 @@ void LocalProvider::Advance(double now_s) {
 }
 
 std::vector<ProviderEvent> LocalProvider::Poll(double now_s) {
-  const double wall = WallNow();
+  const double wall = opt_.clock->NowUnixS();
   for (auto& [id, inst] : instances_) CheckExit(inst, now_s);
   // The market decides, whatever the processes did meanwhile.
   Advance(now_s);

@@ -42,6 +42,7 @@
 
 #include "cloud/metadata_server.h"
 #include "cloud/provider.h"
+#include "core/clock.h"
 #include "market/trace.h"
 
 namespace spot::cloud {
@@ -59,6 +60,9 @@ struct LocalProviderOptions {
   std::function<std::vector<std::string>(const InstanceSpec&, const std::string& local_dir)>
       command;
   std::string metadata_flavor = "aws";  // which variable points the worker at its endpoint
+  // Wall time of grace periods and notices (the workers are real processes);
+  // nullptr: the real clock.
+  Clock* clock = nullptr;
 };
 
 // What the local provider keeps in InstanceView::provider_data.

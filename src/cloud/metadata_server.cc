@@ -43,11 +43,6 @@ std::string Strftime(const char* format, const struct tm& tm) {
   return std::string(buf, n);
 }
 
-double NowUnixS() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
-
 // `n` characters from `alphabet`, drawn from the OS's entropy source.
 std::string RandomString(size_t n, std::string_view alphabet) {
   std::random_device rd;
@@ -85,8 +80,8 @@ void Reply(httplib::Response& res, int status, const std::string& body,
 
 class MetadataServerImpl final : public MetadataServer {
  public:
-  MetadataServerImpl(InstanceIdentity identity, std::string host)
-      : identity_(std::move(identity)), host_(std::move(host)) {}
+  MetadataServerImpl(InstanceIdentity identity, std::string host, Clock* clock)
+      : identity_(std::move(identity)), host_(std::move(host)), clock_(clock) {}
 
   ~MetadataServerImpl() override {
     server_.stop();
@@ -125,9 +120,10 @@ class MetadataServerImpl final : public MetadataServer {
   std::mutex mu_;
   std::map<std::string, SteadyClock::time_point> tokens_;  // GUARDED_BY(mu_): token -> expiry
   std::optional<InterruptionNotice> notice_;               // GUARDED_BY(mu_)
-  double notice_set_unix_s_ = 0;                           // GUARDED_BY(mu_)
-  std::string event_id_;                                   // GUARDED_BY(mu_)
-  int64_t incarnation_ = 1;                                // GUARDED_BY(mu_)
+  Clock* const clock_;
+  double notice_set_unix_s_ = 0;  // GUARDED_BY(mu_)
+  std::string event_id_;          // GUARDED_BY(mu_)
+  int64_t incarnation_ = 1;       // GUARDED_BY(mu_)
 };
 
 Status MetadataServerImpl::Listen(int port) {
@@ -182,7 +178,7 @@ void MetadataServerImpl::Route() {
 void MetadataServerImpl::SetNotice(const InterruptionNotice& notice) {
   std::lock_guard<std::mutex> lock(mu_);
   notice_ = notice;
-  notice_set_unix_s_ = NowUnixS();
+  notice_set_unix_s_ = clock_->NowUnixS();
   event_id_ = NewEventId();
   ++incarnation_;
 }
@@ -321,8 +317,10 @@ void MetadataServerImpl::AzureAck(const httplib::Request& req, httplib::Response
 }  // namespace
 
 Result<std::unique_ptr<MetadataServer>> MetadataServer::Start(InstanceIdentity identity,
-                                                              const std::string& host, int port) {
-  auto server = std::make_unique<MetadataServerImpl>(std::move(identity), host);
+                                                              const std::string& host, int port,
+                                                              Clock* clock) {
+  auto server =
+      std::make_unique<MetadataServerImpl>(std::move(identity), host, clock ? clock : RealClock());
   SPOT_RETURN_IF_ERROR(server->Listen(port));
   return std::unique_ptr<MetadataServer>(std::move(server));
 }

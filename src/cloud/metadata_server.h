@@ -24,6 +24,7 @@
 #include <memory>
 #include <string>
 
+#include "core/clock.h"
 #include "core/status.h"
 
 namespace spot::cloud {
@@ -46,9 +47,10 @@ class MetadataServer {
  public:
   // Listens on host:port (port 0: any free port). Unavailable naming the
   // address when it cannot bind.
+  // `clock` dates notices (nullptr: the real clock).
   static Result<std::unique_ptr<MetadataServer>> Start(InstanceIdentity identity,
                                                        const std::string& host = "127.0.0.1",
-                                                       int port = 0);
+                                                       int port = 0, Clock* clock = nullptr);
   virtual ~MetadataServer() = default;
 
   virtual int port() const = 0;

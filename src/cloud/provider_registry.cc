@@ -19,7 +19,8 @@ void RegisterBuiltinProviders(ProviderRegistry& r) {
                                  .instances_dir = c.instances_dir,
                                  .terminate_grace_wall_s = c.terminate_grace_wall_s,
                                  .command = c.command,
-                                 .metadata_flavor = c.metadata_flavor});
+                                 .metadata_flavor = c.metadata_flavor,
+                                 .clock = c.clock});
       });
   (void)s;  // builtin names are distinct; a clash is a programmer bug caught by tests
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cloud/provider.h"
+#include "core/clock.h"
 #include "core/registry.h"
 #include "fleet/fleet.h"
 #include "market/trace.h"
@@ -31,6 +32,7 @@ struct ProviderContext {
   std::function<std::vector<std::string>(const InstanceSpec&, const std::string& local_dir)>
       command;
   std::string metadata_flavor = "aws";  // the metadata service instances are told about
+  Clock* clock = nullptr;               // wall time (nullptr: the real clock)
 };
 
 class ProviderRegistry final : public Registry<Provider, const ProviderContext&> {

@@ -28,10 +28,6 @@ namespace {
 namespace pm = prometheus;
 using json = nlohmann::json;
 
-double SystemWallNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 std::string Lifecycle(bool spot) { return spot ? "spot" : "on_demand"; }
 
 // A worker's busy time, followed between scrapes and summed per market tick.
@@ -268,9 +264,10 @@ void JobMonitor::Impl::RecordEpochs(const TrainingProgress& p,
     ++epochs_recorded;
     json detail = {{"epoch", epochs_recorded}, {"step", p.step}};
     if (p.test_accuracy >= 0) detail["test_accuracy"] = p.test_accuracy;
-    Status s = o.store->AppendEvent(
-        o.spec.name,
-        {.sim_s = now_s, .wall_unix_s = o.wall_now(), .kind = "epoch", .detail = detail.dump()});
+    Status s = o.store->AppendEvent(o.spec.name, {.sim_s = now_s,
+                                                  .wall_unix_s = o.clock->NowUnixS(),
+                                                  .kind = "epoch",
+                                                  .detail = detail.dump()});
     if (!s.ok()) spdlog::warn("epoch event: {}", s.message());
   }
 }
@@ -306,7 +303,7 @@ Status JobMonitor::Impl::Refresh() {
   SPOT_ASSIGN_OR_RETURN(std::vector<InstanceRecord> all, o.store->Instances(o.spec.name, false));
   SPOT_ASSIGN_OR_RETURN(std::vector<EventRecord> events, o.store->Events(o.spec.name));
   SPOT_ASSIGN_OR_RETURN(std::vector<LedgerEntry> ledger, o.store->Ledger(o.spec.name));
-  const double wall = o.wall_now();
+  const double wall = o.clock->NowUnixS();
   const double now_s = JobNowSeconds(*job, all, wall);
   TrainingProgress p = ReadTrainingProgress(o.progress_path);
   std::lock_guard<std::mutex> l(mu);
@@ -398,7 +395,7 @@ Status JobMonitor::Impl::Refresh() {
 
 JobMonitor::JobMonitor(JobMonitorOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->o = std::move(options);
-  if (!impl_->o.wall_now) impl_->o.wall_now = SystemWallNow;
+  if (!impl_->o.clock) impl_->o.clock = RealClock();
   impl_->gap_s = impl_->o.zones.empty() ? 1 : impl_->o.zones[0]->gap_seconds;
   impl_->Build();
 }
@@ -431,7 +428,7 @@ Result<std::string> JobMonitor::DashboardJson(bool live) const {
                         .job_dir = impl_->o.job_dir,
                         .epochs = impl_->o.epochs,
                         .live = live,
-                        .wall_now_unix_s = impl_->o.wall_now(),
+                        .wall_now_unix_s = impl_->o.clock->NowUnixS(),
                         .pool_risk = risk});
 }
 

@@ -20,6 +20,7 @@
 
 #include "control/job_store.h"
 #include "control/run_spec.h"
+#include "core/clock.h"
 #include "core/status.h"
 #include "market/trace.h"
 
@@ -33,8 +34,8 @@ struct JobMonitorOptions {
   std::string progress_path;                // the training's progress JSON
   int64_t epochs = 0;                       // the training's epochs (0: it runs by steps)
   std::string tensorboard_dir;              // where cost scalars go ("" = none)
-  // Wall clock (Unix seconds); tests may replace it.
-  std::function<double()> wall_now;
+  // Wall time (NowUnixS) comes from here; nullptr: the real clock.
+  Clock* clock = nullptr;
 };
 
 class JobMonitor {

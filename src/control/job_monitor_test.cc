@@ -96,7 +96,7 @@ class JobMonitorTest : public ::testing::Test {
                        .progress_path = (dir_ / "progress.json").string(),
                        .epochs = 2,
                        .tensorboard_dir = (dir_ / "tensorboard").string(),
-                       .wall_now = [this] { return wall_; }});
+                       .clock = &clock_});
   }
   void Launch(const std::string& id, int zone, double at_s) {
     ASSERT_TRUE(store_
@@ -134,7 +134,7 @@ class JobMonitorTest : public ::testing::Test {
   std::unique_ptr<JobStore> store_;
   std::vector<market::Trace> zones_;
   RunSpec spec_;
-  double wall_ = kEpoch;
+  ManualClock clock_{kEpoch};
 };
 
 TEST_F(JobMonitorTest, MetricsFollowTheRecords) {
@@ -154,7 +154,7 @@ TEST_F(JobMonitorTest, MetricsFollowTheRecords) {
   Launch("i-b1", -1, 180);
   Bill("i-b1", 180, 300, 3.0);
   Progress(400, 0, -1);
-  wall_ = At(300);
+  clock_.AdvanceTo(At(300));
   ASSERT_TRUE(m.Refresh().ok());
   auto parsed = monitor::ParseText(m.MetricsText());
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
@@ -179,7 +179,7 @@ TEST_F(JobMonitorTest, MetricsFollowTheRecords) {
   EXPECT_EQ(p.Value("spot_job_state", {{"state", "PENDING"}}), 1);
   // Counters only grow, by what the records grew by.
   Bill("i-b1", 300, 360, 3.0);
-  wall_ = At(360);
+  clock_.AdvanceTo(At(360));
   ASSERT_TRUE(m.Refresh().ok());
   parsed = monitor::ParseText(m.MetricsText());
   ASSERT_TRUE(parsed.ok());
@@ -205,7 +205,7 @@ TEST_F(JobMonitorTest, ScrapesWorkersForUtilizationPerTick) {
   for (auto [t, busy] : std::vector<std::pair<double, double>>{
            {0.0, 0}, {0.5, 0.25}, {1.0, 0.25}, {1.5, 0.4}, {2.0, 0.4}, {2.5, 0.1}}) {
     compute.Increment(busy);
-    wall_ = kEpoch + t;
+    clock_.AdvanceTo(kEpoch + t);
     ASSERT_TRUE(m.Refresh().ok());
   }
   auto samples = store_->Samples("job", "busy/");
@@ -240,10 +240,10 @@ TEST_F(JobMonitorTest, DashboardDataTellsTheStory) {
   std::ofstream(dir_ / "steps.csv") << "1,0,2.3,0.001\n2,0,2.1,0.002\n3,0,1.9,0.002\n";
   // Epoch 1 ends at 300 s.
   Progress(500, 1, 0.8);
-  wall_ = At(300);
+  clock_.AdvanceTo(At(300));
   ASSERT_TRUE(m.Refresh().ok());
   Progress(700, 1, 0.8);
-  wall_ = At(600);
+  clock_.AdvanceTo(At(600));
   ASSERT_TRUE(m.Refresh().ok());
   auto text = m.DashboardJson(true);
   ASSERT_TRUE(text.ok()) << text.status().ToString();
@@ -281,7 +281,8 @@ TEST_F(JobMonitorTest, DashboardDataTellsTheStory) {
   // Unknown job: NotFound.
   RunSpec other = spec_;
   other.name = "nope";
-  auto missing = DashboardData({.spec = &other, .store = store_.get(), .wall_now_unix_s = wall_});
+  auto missing =
+      DashboardData({.spec = &other, .store = store_.get(), .wall_now_unix_s = clock_.NowUnixS()});
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
 }
 

@@ -104,7 +104,7 @@ Result<double> JobRunner::Impl::PrepareRecords() {
   fs::remove(files.step_log(), ec);
   fs::remove(files.summary(), ec);
   fs::remove_all(files.tensorboard(), ec);  // one run directory per job
-  return RealClock()->NowUnixS();
+  return o.clock->NowUnixS();
 }
 
 Status JobRunner::Impl::MakeProvider(double epoch, double compression) {
@@ -131,7 +131,8 @@ Status JobRunner::Impl::MakeProvider(double epoch, double compression) {
              }
              return o.worker_command(spec, local_dir, port.ok() ? *port : 0);
            },
-       .metadata_flavor = o.spec.market.metadata});
+       .metadata_flavor = o.spec.market.metadata,
+       .clock = o.clock});
   SPOT_RETURN_IF_ERROR(made.status());
   provider = std::move(made).value();
   return Status::Ok();
@@ -149,6 +150,7 @@ Status JobRunner::Impl::MakeController(double epoch) {
                      .provider = provider.get(),
                      .zones = o.zones,
                      .policy = std::move(policy),
+                     .clock = o.clock,
                      .new_job_epoch_unix_s = epoch,
                      .progress_path = files.progress(),
                      .decision_log_path =
@@ -200,7 +202,8 @@ Result<std::unique_ptr<JobRunner>> JobRunner::Create(JobRunnerOptions options) {
   for (const std::string& dir : {impl->o.job_dir, impl->o.state_dir, impl->files.instances()}) {
     SPOT_RETURN_IF_ERROR(CreateDirectories(dir));
   }
-  SPOT_ASSIGN_OR_RETURN(impl->store, JobStore::Open(StateDbPath(impl->o.state_dir)));
+  if (!impl->o.clock) impl->o.clock = RealClock();
+  SPOT_ASSIGN_OR_RETURN(impl->store, JobStore::Open(StateDbPath(impl->o.state_dir), impl->o.clock));
   return std::unique_ptr<JobRunner>(new JobRunner(std::move(impl)));
 }
 
@@ -223,7 +226,8 @@ Result<JobOutcome> JobRunner::Run() {
                                                      .job_dir = m.o.job_dir,
                                                      .progress_path = m.files.progress(),
                                                      .epochs = m.o.epochs,
-                                                     .tensorboard_dir = m.files.tensorboard()});
+                                                     .tensorboard_dir = m.files.tensorboard(),
+                                                     .clock = m.o.clock});
   SPOT_RETURN_IF_ERROR(m.MakeController(epoch));
   SPOT_RETURN_IF_ERROR(m.StartApi());
   m.LogStart();
@@ -242,7 +246,7 @@ Result<JobOutcome> JobRunner::Run() {
   std::thread refresher([&] {
     while (!done.load()) {
       if (Status st = m.monitor->Refresh(); !st.ok()) spdlog::warn("monitor: {}", st.message());
-      for (int i = 0; i < 10 && !done.load(); ++i) RealClock()->SleepFor(0.1);
+      for (int i = 0; i < 10 && !done.load(); ++i) m.o.clock->SleepFor(0.1);
     }
   });
   auto outcome = m.controller->Run(m.o.spec_hash);

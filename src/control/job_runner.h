@@ -17,6 +17,7 @@
 #include "control/controller.h"
 #include "control/job_store.h"
 #include "control/run_spec.h"
+#include "core/clock.h"
 #include "core/status.h"
 #include "market/trace.h"
 
@@ -42,6 +43,9 @@ struct JobRunnerOptions {
   std::function<bool(const std::string& instance_id)> is_alive;
   std::function<void(const std::string& instance_id)> on_instance_gone;
   std::string rendezvous_url;  // for the log
+  // The time of the store, the provider, the monitor and the controller;
+  // nullptr: the real clock.
+  Clock* clock = nullptr;
 };
 
 // InvalidArgument naming the job file and field, before anything is written:

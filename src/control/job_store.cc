@@ -111,10 +111,6 @@ constexpr const char* kInstanceColumns =
     "id, job_id, zone, zone_name, instance_type, spot, provider_data, launched_s, ended_s, "
     "end_reason, billed_until_s";
 
-double NowUnixS() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 JobRecord JobFromRow(const Stmt& s) {
   JobRecord j;
   j.id = s.Text(0);
@@ -149,7 +145,8 @@ InstanceRecord InstanceFromRow(const Stmt& s) {
 
 class SqliteJobStore final : public JobStore {
  public:
-  SqliteJobStore(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
+  SqliteJobStore(std::string path, sqlite3* db, Clock* clock)
+      : path_(std::move(path)), db_(db), clock_(clock) {}
   ~SqliteJobStore() override { sqlite3_close_v2(db_); }
 
   Status Init();
@@ -215,6 +212,7 @@ class SqliteJobStore final : public JobStore {
   const std::string path_;
   std::mutex mu_;
   sqlite3* const db_;  // GUARDED_BY(mu_)
+  Clock* const clock_;
 };
 
 Result<Stmt> SqliteJobStore::Prepare(std::string_view op, std::string_view sql) {
@@ -359,7 +357,7 @@ Status SqliteJobStore::CreateJob(const JobRecord& job) {
         Stmt s, Prepare(kOp, fmt::format("INSERT INTO jobs ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
                                          "?, ?)",
                                          kJobColumns)));
-    double now = NowUnixS();
+    double now = clock_->NowUnixS();
     s.Bind(job.id)
         .Bind(job.spec_path)
         .Bind(job.spec_hash)
@@ -397,7 +395,7 @@ Status SqliteJobStore::SetJobState(const std::string& id, JobState to, const std
                   fmt::format("job {} cannot go from {} to {}", id, JobStateName(job->state),
                               JobStateName(to)));
     }
-    double now = NowUnixS();
+    double now = clock_->NowUnixS();
     SPOT_ASSIGN_OR_RETURN(Stmt s,
                           Prepare(kOp,
                                   "UPDATE jobs SET state = ?, message = ?, updated_unix_s = ? "
@@ -738,7 +736,7 @@ bool CanTransition(JobState from, JobState to) {
   return false;
 }
 
-Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
+Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path, Clock* clock) {
   sqlite3* db = nullptr;
   int rc =
       sqlite3_open_v2(path.c_str(), &db,
@@ -748,7 +746,7 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
     sqlite3_close_v2(db);
     return Status(CodeForSqlite(rc), fmt::format("job store {}: opening: {}", path, what));
   }
-  auto store = std::make_unique<SqliteJobStore>(path, db);
+  auto store = std::make_unique<SqliteJobStore>(path, db, clock ? clock : RealClock());
   SPOT_RETURN_IF_ERROR(store->Init());
   return std::unique_ptr<JobStore>(std::move(store));
 }

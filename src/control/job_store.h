@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/status.h"
 
 namespace spot::control {
@@ -114,7 +115,8 @@ class JobStore {
   // Opens or creates the database (parent directory must exist). The schema
   // is versioned with PRAGMA user_version; a database of another version or
   // not a database at all is DataLoss naming the file.
-  static Result<std::unique_ptr<JobStore>> Open(const std::string& path);
+  // `clock` stamps created/updated times (nullptr: the real clock).
+  static Result<std::unique_ptr<JobStore>> Open(const std::string& path, Clock* clock = nullptr);
   virtual ~JobStore() = default;
 
   virtual const std::string& path() const = 0;

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <atomic>
+#include <cmath>
+#include <cstdint>
 
 namespace spot {
 
@@ -16,6 +18,8 @@ class Clock {
   virtual ~Clock() = default;
   virtual double NowUnixS() const = 0;
   virtual double MonotonicS() const = 0;
+  // NowUnixS in whole milliseconds (for records that keep integers).
+  int64_t NowUnixMs() const { return static_cast<int64_t>(std::floor(NowUnixS() * 1000)); }
   // Waits `seconds` (<= 0: returns at once).
   virtual void SleepFor(double seconds) = 0;
 };
@@ -33,6 +37,8 @@ class ManualClock final : public Clock {
   double MonotonicS() const override { return unix_s_.load() - start_; }
   void SleepFor(double seconds) override { Advance(seconds); }
   void Advance(double seconds);
+  // Advances to `unix_s`; a time already passed leaves the clock as it is.
+  void AdvanceTo(double unix_s) { Advance(unix_s - NowUnixS()); }
 
  private:
   std::atomic<double> unix_s_;

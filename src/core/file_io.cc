@@ -55,6 +55,41 @@ Result<std::string> ReadFile(const std::string& path) {
   return out;
 }
 
+Result<AppendLog> AppendLog::Open(const std::string& path) {
+  AppendLog log;
+  if (path.empty()) return log;
+  log.file_ = std::fopen(path.c_str(), "a");
+  if (!log.file_) return ErrnoStatus("opening for appending", path, errno);
+  log.path_ = path;
+  std::setvbuf(log.file_, nullptr, _IOLBF, 1 << 12);  // whole lines, as they happen
+  return log;
+}
+
+AppendLog& AppendLog::operator=(AppendLog&& o) noexcept {
+  if (this != &o) {
+    if (file_) std::fclose(file_);
+    file_ = std::exchange(o.file_, nullptr);
+    path_ = std::move(o.path_);
+  }
+  return *this;
+}
+
+AppendLog::~AppendLog() {
+  if (file_) std::fclose(file_);
+}
+
+void AppendLog::Append(std::string_view line) {
+  if (file_) std::fwrite(line.data(), 1, line.size(), file_);
+}
+
+Status AppendLog::Sync() {
+  if (!file_) return Status::Ok();
+  if (std::fflush(file_) != 0 || ::fsync(::fileno(file_)) != 0) {
+    return ErrnoStatus("writing", path_, errno);
+  }
+  return Status::Ok();
+}
+
 Status SyncDirectory(const std::string& dir) {
   int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("opening directory", dir, errno);
@@ -74,10 +109,10 @@ Status CreateDirectories(const std::string& dir) {
 
 Result<AtomicFileWriter> AtomicFileWriter::Create(const std::string& path) {
   std::filesystem::path final_path(path);
-  std::string tmp = (final_path.parent_path() /
-                     (std::string(kTempFilePrefix) + final_path.filename().string() + "." +
-                      std::to_string(::getpid())))
-                        .string();
+  std::string tmp =
+      (final_path.parent_path() / (std::string(kTempFilePrefix) + final_path.filename().string() +
+                                   "." + std::to_string(::getpid())))
+          .string();
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus("creating", tmp, errno);
   return AtomicFileWriter(path, std::move(tmp), fd);
@@ -139,8 +174,8 @@ Status ReadFileRange(const std::string& path, uint64_t offset, std::span<char> d
   if (fd < 0) return ErrnoStatus("opening", path, errno);
   size_t done = 0;
   while (done < dst.size()) {
-    ssize_t n = ::pread(fd, dst.data() + done, dst.size() - done,
-                        static_cast<off_t>(offset + done));
+    ssize_t n =
+        ::pread(fd, dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       int err = errno;

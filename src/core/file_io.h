@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/status.h"
 
@@ -46,6 +48,28 @@ class AtomicFileWriter {
   std::string path_, tmp_;
   int fd_ = -1;
   uint64_t size_ = 0;
+};
+
+// A log file that lines are appended to as they happen (step, sample and
+// event logs): opened for appending, line-buffered so a reader or a crash sees
+// whole lines. A default-constructed log (or one opened with an empty path)
+// writes nothing. Sync() makes what was appended durable (fsync).
+class AppendLog {
+ public:
+  static Result<AppendLog> Open(const std::string& path);
+  AppendLog() = default;
+  AppendLog(AppendLog&& o) noexcept
+      : file_(std::exchange(o.file_, nullptr)), path_(std::move(o.path_)) {}
+  AppendLog& operator=(AppendLog&& o) noexcept;
+  ~AppendLog();
+
+  bool on() const { return file_ != nullptr; }
+  void Append(std::string_view line);  // with its newline
+  Status Sync();
+
+ private:
+  std::FILE* file_ = nullptr;
+  std::string path_;
 };
 
 // Reads `dst.size()` bytes at `offset`. DataLoss when the file is shorter,

@@ -1,10 +1,11 @@
-#include "core/temp_dir.h"
 #include "core/file_io.h"
 
-#include <optional>
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
+
+#include "core/temp_dir.h"
 
 namespace spot {
 namespace {
@@ -59,6 +60,35 @@ TEST_F(FileIoTest, WriteIntoMissingDirectoryFailsCleanly) {
   Status s = WriteFileAtomically((dir_ / "no" / "such" / "f").string(), "x");
   EXPECT_FALSE(s.ok());
   EXPECT_FALSE(fs::exists(dir_ / "no"));
+}
+
+TEST_F(FileIoTest, AppendLogAddsWholeLinesAndAnEmptyPathWritesNothing) {
+  const std::string path = (dir_ / "log.csv").string();
+  {
+    auto log = AppendLog::Open(path);
+    ASSERT_TRUE(log.ok()) << log.status().message();
+    log->Append("1,a\n");
+    AppendLog moved = std::move(*log);
+    EXPECT_FALSE(log->on());
+    moved.Append("2,b\n");
+    // Line-buffered: a reader sees the lines before the log is closed.
+    EXPECT_EQ(*ReadFile(path), "1,a\n2,b\n");
+    EXPECT_TRUE(moved.Sync().ok());
+  }
+  auto again = AppendLog::Open(path);
+  ASSERT_TRUE(again.ok());
+  again->Append("3,c\n");
+  EXPECT_EQ(*ReadFile(path), "1,a\n2,b\n3,c\n");
+
+  auto off = AppendLog::Open("");
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->on());
+  off->Append("ignored\n");
+  EXPECT_TRUE(off->Sync().ok());
+
+  auto bad = AppendLog::Open((dir_ / "no" / "such" / "log").string());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("no/such/log"), std::string::npos);
 }
 
 }  // namespace

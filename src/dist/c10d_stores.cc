@@ -1,14 +1,14 @@
 #include "dist/c10d_stores.h"
 
 #include <c10/util/Exception.h>
+#include <fmt/format.h>
 
 #include <mutex>
 #include <random>
 #include <regex>
 #include <thread>
 
-#include <fmt/format.h>
-
+#include "core/clock.h"
 #include "dist/etcd_kv_store.h"
 
 namespace spot::dist {
@@ -16,12 +16,6 @@ namespace {
 
 std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
 std::string Text(const std::vector<uint8_t>& v) { return {v.begin(), v.end()}; }
-
-int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Runs a c10d call, turning its exceptions into Unavailable.
 template <typename F>
@@ -50,10 +44,11 @@ class C10dKvStore final : public KvStore {
     return std::optional<std::string>(raw->substr(kHeader));
   }
   Status Put(const std::string& key, const std::string& value) override {
-    return Guard("set", [&] {
-             std::lock_guard<std::mutex> l(mu_);
-             return (store_->set(prefix_ + key, Bytes(Stored(value))), 0);
-           })
+    return Guard("set",
+                 [&] {
+                   std::lock_guard<std::mutex> l(mu_);
+                   return (store_->set(prefix_ + key, Bytes(Stored(value))), 0);
+                 })
         .status();
   }
   Result<bool> CompareAndSwap(const std::string& key, const std::optional<std::string>& expected,
@@ -71,19 +66,20 @@ class C10dKvStore final : public KvStore {
     });
   }
   Status Delete(const std::string& key) override {
-    return Guard("delete", [&] {
-             std::lock_guard<std::mutex> l(mu_);
-             return store_->deleteKey(prefix_ + key);
-           })
+    return Guard("delete",
+                 [&] {
+                   std::lock_guard<std::mutex> l(mu_);
+                   return store_->deleteKey(prefix_ + key);
+                 })
         .status();
   }
   Status Heartbeat(const std::string& id) override {
-    return Put("alive/" + id, std::to_string(WallMs()));
+    return Put("alive/" + id, std::to_string(RealClock()->NowUnixMs()));
   }
   Result<bool> IsAlive(const std::string& id) override {
     SPOT_ASSIGN_OR_RETURN(std::optional<std::string> v, Get("alive/" + id));
     if (!v) return false;
-    return WallMs() - std::stoll(*v) < ttl_.count();
+    return RealClock()->NowUnixMs() - std::stoll(*v) < ttl_.count();
   }
   Status MarkDead(const std::string& id) override { return Delete("alive/" + id); }
   std::chrono::milliseconds liveness_ttl() const override { return ttl_; }
@@ -172,8 +168,8 @@ class KvC10dStore final : public c10d::Store {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     auto pause = std::chrono::milliseconds(1);
     while (!check(keys)) {
-      TORCH_CHECK(std::chrono::steady_clock::now() < deadline, "timed out after ",
-                  timeout.count(), " ms waiting for key ", keys.front());
+      TORCH_CHECK(std::chrono::steady_clock::now() < deadline, "timed out after ", timeout.count(),
+                  " ms waiting for key ", keys.front());
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::milliseconds(20));
     }
@@ -207,8 +203,8 @@ Result<c10::intrusive_ptr<c10d::TCPStore>> HostTcpStore(const std::string& host,
                             .timeout = timeout};
     return c10::make_intrusive<c10d::TCPStore>(host, o);
   } catch (const std::exception& e) {
-    return UnavailableError(fmt::format("cannot host a rendezvous store on {}:{}: {}", host, port,
-                                        e.what()));
+    return UnavailableError(
+        fmt::format("cannot host a rendezvous store on {}:{}: {}", host, port, e.what()));
   }
 }
 
@@ -235,8 +231,8 @@ Result<RendezvousBackend> OpenRendezvous(const std::string& url, const std::stri
       // Two connections: the rendezvous and its heartbeat thread on one, the
       // process groups (Gloo's own store traffic) on the other.
       b.group_store = c10::make_intrusive<c10d::TCPStore>(host, o);
-      b.kv = NewC10dKvStore(c10::make_intrusive<c10d::TCPStore>(host, o), kTcpKvPrefix,
-                            liveness_ttl);
+      b.kv =
+          NewC10dKvStore(c10::make_intrusive<c10d::TCPStore>(host, o), kTcpKvPrefix, liveness_ttl);
     } catch (const std::exception& e) {
       return UnavailableError(fmt::format("rendezvous {}: {}", url, e.what()));
     }

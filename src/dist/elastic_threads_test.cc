@@ -1,30 +1,30 @@
 // Threads as ranks (Gloo's own testing habit): real Gloo process groups over
 // an in-memory store, world sizes swept 1-8.
-#include <gtest/gtest.h>
-
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adam.h>
 
 #include <future>
 #include <mutex>
 #include <thread>
-
-#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "dist/c10d_stores.h"
 #include "dist/compression.h"
-#include "dist/partition.h"
 #include "dist/rendezvous.h"
 #include "dist/state_sync.h"
 #include "train/model.h"
+#include "train/partition.h"
 
 namespace spot::dist {
 namespace {
 
 using std::chrono::milliseconds;
+using train::Slice;
+using train::SplitBatch;
 
 // Runs fn(rank, group) on `world` threads, each with its own Gloo group
 // formed through the rendezvous over one in-memory KvStore (the same code
@@ -36,10 +36,10 @@ void RunRanks(int world, Fn fn, milliseconds timeout = milliseconds(5000)) {
   std::vector<std::thread> threads;
   for (int i = 0; i < world; ++i) {
     threads.emplace_back([&, i] {
-      Rendezvous r(kv.get(),
-                   {.job = "t", .min_workers = world, .max_workers = world,
-                    .poll = milliseconds(1)},
-                   fmt::format("w{}", i));
+      Rendezvous r(
+          kv.get(),
+          {.job = "t", .min_workers = world, .max_workers = world, .poll = milliseconds(1)},
+          fmt::format("w{}", i));
       Result<Generation> g = r.Join({});
       ASSERT_TRUE(g.ok()) << g.status().message();
       auto o = c10d::ProcessGroupGloo::Options::create(timeout);
@@ -82,10 +82,10 @@ at::Tensor ShareGradient(const Batch& b, Slice part, int64_t total) {
   std::shared_ptr<train::Net> m = SeededModel(5);
   m->eval();
   m->zero_grad();
-  at::Tensor loss = at::cross_entropy_loss(m->forward(b.x.slice(0, part.begin, part.end)),
-                                           b.y.slice(0, part.begin, part.end), {},
-                                           at::Reduction::Sum) /
-                    static_cast<double>(total);
+  at::Tensor loss =
+      at::cross_entropy_loss(m->forward(b.x.slice(0, part.begin, part.end)),
+                             b.y.slice(0, part.begin, part.end), {}, at::Reduction::Sum) /
+      static_cast<double>(total);
   loss.backward();
   return FlatGrad(*m);
 }

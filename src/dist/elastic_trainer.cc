@@ -4,37 +4,38 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <torch/nn/functional/loss.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
-#include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include "ckpt/async_saver.h"
-#include "ckpt/interval.h"
-#include "ckpt/store.h"
+#include "core/clock.h"
 #include "core/file_io.h"
 #include "core/job_files.h"
 #include "core/progress.h"
 #include "dist/c10d_stores.h"
 #include "dist/compression.h"
-#include "dist/partition.h"
+#include "dist/gloo_sync.h"
 #include "dist/rendezvous.h"
 #include "dist/state_sync.h"
-#include "train/lr_schedule.h"
-#include "train/sampler.h"
+#include "train/checkpointer.h"
+#include "train/partition.h"
 #include "train/state_dict_export.h"
+#include "train/step_runner.h"
 #include "train/train_setup.h"
 #include "train/train_state.h"
 #include "train/trainer.h"
 
 namespace spot::dist {
+
+using train::Slice;
+using train::SplitBatch;
+using train::WeightsFromThroughput;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -52,16 +53,6 @@ std::atomic<bool> g_stop_requested{false};
 std::atomic<double> g_stop_deadline_unix_s{0};
 std::atomic<double> g_stop_request_wall{0};
 bool StopWanted() { return g_stop_signal.load() != 0 || g_stop_requested.load(); }
-double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string DefaultId() {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
@@ -69,23 +60,21 @@ std::string DefaultId() {
   return fmt::format("{}-{}-{:04x}", host, ::getpid(), rd() & 0xffff);
 }
 
-// Control values summed across the group after every step.
-enum Control { kReform, kStop, kLossSum, kCount, kControlSize };
 // Steps between re-balancing the batch split by measured throughput.
 constexpr int64_t kBalanceEvery = 20;
 
 }  // namespace
 
 struct StepResult {
-  bool reform = false;  // a member asked to re-form (joiners waiting, someone leaving)
-  bool stop = false;    // some member is stopping
-  double loss = 0;      // mean over the global batch
+  bool committed = false;  // false: rolled back instead
+  bool reform = false;     // a member asked to re-form (joiners waiting, someone leaving)
+  bool stop = false;       // some member is stopping
+  double loss = 0;         // mean over the global batch
 };
 
 class Worker {
  public:
   Worker(const train::TrainSpec& spec, const WorkerOptions& opt) : spec_(spec), opt_(opt) {}
-  ~Worker();
   Status Init();
   Result<WorkerSummary> Run();
 
@@ -97,16 +86,17 @@ class Worker {
   Status ResumeFromCheckpoint();
   Result<Outcome> TrainGeneration(const Generation& g);
   Result<StepResult> Step(const Generation& g, Slice batch);
-  void Flatten();
-  void Unflatten();
+  Status RollBack(const Generation& g, const train::StepOutcome& step);
+  void LogStep(const Generation& g, const train::StepOutcome& o, Slice batch, Slice mine,
+               double step_s);
+  Status AfterBatch(const Generation& g, const train::BatchEnd& end);
   Status Evaluate(const Generation& g, int64_t epoch, bool partial);
   Status MaybeSave(bool force);
+  Status FinishStop(const Generation& g);
   Status WriteOutputs(const Generation& g);
   // Rank 0: the progress file (at most twice a second unless `force`).
   void WriteProgress(const Generation& g, double loss, bool done, bool force = false);
-  Status AllReduce(at::Tensor& t, const char* what);
   TrainRefs Refs() { return {model_.get(), optimizer_.get(), spec_.optimizer.type, &counters_}; }
-  std::vector<at::Tensor> FloatBuffers();
 
   train::TrainSpec spec_;
   WorkerOptions opt_;
@@ -114,19 +104,14 @@ class Worker {
   std::shared_ptr<train::Net> model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   train::TrainerCounters counters_;
-  int64_t steps_per_epoch_ = 0, total_steps_ = 0;
-  at::Tensor order_;
-  int64_t order_epoch_ = -1;
+  std::optional<train::StepRunner> runner_;
   bool have_state_ = false;
   int64_t evaluated_step_ = -1;
 
   RendezvousBackend backend_;
   std::unique_ptr<Rendezvous> rdzv_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
-  std::unique_ptr<GradientReducer> reducer_;
-  std::vector<at::Tensor> params_;
-  std::vector<TensorSpan> layout_;
-  at::Tensor flat_;
+  std::unique_ptr<GlooSync> sync_;
   std::vector<double> weights_;
   Clock::time_point last_reform_check_;
   Clock::time_point last_progress_ = Clock::now();
@@ -134,29 +119,16 @@ class Worker {
   int64_t steps_in_generation_ = 0;
   uint64_t last_step_bytes_ = 0;
 
-  std::unique_ptr<ckpt::CheckpointStore> store_;
-  std::unique_ptr<ckpt::AsyncSaver> saver_;
-  int64_t parent_version_ = -1;
-  int64_t last_saved_step_ = -1;
+  std::unique_ptr<train::Checkpointer> ckpt_;  // rank 0 of a generation only
   int64_t restored_step_ = -1;
   double last_loss_ = 0;
   Clock::time_point last_progress_write_{};
-  Clock::time_point last_save_time_;
-  std::optional<ckpt::IntervalPolicy> interval_;  // checkpoint.interval: auto (rank 0)
 
   double rate_ = 0;           // samples/s of this worker's compute, moving average
   double train_seconds_ = 0;  // time in generations' training loops
   WorkerSummary summary_;
-  std::FILE* step_log_ = nullptr;
-  std::FILE* sample_log_ = nullptr;
-  std::FILE* event_log_ = nullptr;
+  AppendLog step_log_, sample_log_, event_log_;
 };
-
-Worker::~Worker() {
-  for (std::FILE* f : {step_log_, sample_log_, event_log_}) {
-    if (f) std::fclose(f);
-  }
-}
 
 Status Worker::Init() {
   counters_.threads = train::PrepareProcess(spec_);
@@ -170,17 +142,7 @@ Status Worker::Init() {
   counters_.blas = train::BlasLibrary();
   SPOT_ASSIGN_OR_RETURN(train_, train::LoadSplit(spec_, train::Split::kTrain, spec_.train_limit));
   SPOT_ASSIGN_OR_RETURN(test_, train::LoadSplit(spec_, train::Split::kTest, spec_.test_limit));
-  steps_per_epoch_ = (train_.size() + spec_.batch_size - 1) / spec_.batch_size;
-  total_steps_ = spec_.epochs > 0 ? spec_.epochs * steps_per_epoch_ : spec_.steps;
-  if (spec_.steps > 0) total_steps_ = std::min(total_steps_, spec_.steps);
-
-  int64_t numel = 0;
-  for (const at::Tensor& p : model_->parameters()) {
-    params_.push_back(p);
-    layout_.push_back({.offset = numel, .shape = p.sizes().vec()});
-    numel += p.numel();
-  }
-  flat_ = at::zeros({numel}, at::kFloat);
+  runner_.emplace(spec_, train_, Refs());
 
   const train::DistributedSpec& d = spec_.distributed;
   if (opt_.id.empty()) opt_.id = DefaultId();
@@ -196,19 +158,14 @@ Status Worker::Init() {
                                                      .timeout = Ms(d.rendezvous_timeout_s)},
                                    opt_.id);
   SPOT_RETURN_IF_ERROR(CreateDirectories(spec_.output_dir));
-  auto open = [](const std::string& path, std::FILE** f) -> Status {
-    if (path.empty()) return Status::Ok();
-    *f = std::fopen(path.c_str(), "a");
-    if (!*f) return UnavailableError("cannot open " + path);
-    std::setvbuf(*f, nullptr, _IOLBF, 1 << 12);
-    return Status::Ok();
-  };
-  SPOT_RETURN_IF_ERROR(open(opt_.step_log_path, &step_log_));
-  SPOT_RETURN_IF_ERROR(open(opt_.sample_log_path, &sample_log_));
-  return open(opt_.event_log_path, &event_log_);
+  SPOT_ASSIGN_OR_RETURN(step_log_, AppendLog::Open(opt_.step_log_path));
+  SPOT_ASSIGN_OR_RETURN(sample_log_, AppendLog::Open(opt_.sample_log_path));
+  SPOT_ASSIGN_OR_RETURN(event_log_, AppendLog::Open(opt_.event_log_path));
+  return Status::Ok();
 }
 
 Status Worker::FormGroup(const Generation& g) {
+  sync_.reset();
   pg_.reset();
   const train::DistributedSpec& d = spec_.distributed;
   try {
@@ -225,7 +182,10 @@ Status Worker::FormGroup(const Generation& g) {
                         .powersgd_rank = static_cast<int>(d.powersgd_rank),
                         .topk_ratio = d.topk_ratio,
                         .warmup_steps = d.compression_warmup_steps};
-  SPOT_ASSIGN_OR_RETURN(reducer_, GradientReducer::Create(co, layout_, flat_.numel()));
+  SPOT_ASSIGN_OR_RETURN(sync_, GlooSync::Create(*pg_, *model_,
+                                                {.compression = co,
+                                                 .timeout = Ms(d.collective_timeout_s),
+                                                 .slowdown = opt_.slowdown}));
   std::vector<double> rates;
   for (const MemberInfo& m : g.members) rates.push_back(m.samples_per_s);
   weights_ = d.balance ? WeightsFromThroughput(rates) : std::vector<double>(rates.size(), 1.0);
@@ -236,54 +196,20 @@ Status Worker::FormGroup(const Generation& g) {
 // it reopens the store (another writer may have added versions meanwhile).
 Status Worker::BecomeWriter(bool writer) {
   if (!writer) {
-    if (saver_) SPOT_RETURN_IF_ERROR(saver_->Flush());
-    saver_.reset();
-    store_.reset();
+    if (ckpt_) SPOT_RETURN_IF_ERROR(ckpt_->Flush());
+    ckpt_.reset();
     return Status::Ok();
   }
-  if (saver_) return Status::Ok();
-  const train::CheckpointSpec& ck = spec_.checkpoint;
-  SPOT_ASSIGN_OR_RETURN(
-      store_,
-      ckpt::CheckpointStore::Open(
-          {.dir = ck.dir, .durable_dir = ck.durable_dir, .retention = train::RetentionFor(ck)}));
-  saver_ = std::make_unique<ckpt::AsyncSaver>(
-      store_.get(), ckpt::AsyncSaverOptions{.delta = ck.delta != "none",
-                                            .full_every = static_cast<int>(ck.full_every)});
-  parent_version_ = -1;
-  last_save_time_ = Clock::now();
-  interval_.reset();
-  if (ck.interval == "auto") {
-    interval_.emplace(
-        ckpt::IntervalOptions{.mtbf_s = ck.mtbf_hours * 3600, .max_overhead = ck.max_overhead});
-  }
+  if (ckpt_) return Status::Ok();
+  SPOT_ASSIGN_OR_RETURN(ckpt_, train::Checkpointer::Open(spec_));
   return Status::Ok();
 }
 
 Status Worker::ResumeFromCheckpoint() {
   if (spec_.resume == "never") return Status::Ok();
-  auto loaded = store_->LoadNewestValid();
-  if (!loaded.ok()) {
-    if (loaded.status().code() != StatusCode::kNotFound) return loaded.status();
-    spdlog::info("no valid checkpoint in {}; starting fresh", store_->dir());
-    return Status::Ok();
-  }
-  SPOT_ASSIGN_OR_RETURN(
-      train::TrainerCounters c,
-      train::RestoreTrainState(loaded->container, *model_, *optimizer_, spec_.optimizer.type));
-  if (c.model != spec_.model || c.batch_size != spec_.batch_size || c.seed != spec_.seed) {
-    return FailedPreconditionError(fmt::format(
-        "{}: checkpoint {} was made by a different job (model {}, batch_size {}, seed {})",
-        store_->dir(), loaded->info.id, c.model, c.batch_size, c.seed));
-  }
-  c.threads = counters_.threads;
-  c.blas = counters_.blas;
-  counters_ = c;
-  parent_version_ = loaded->info.id;
-  last_saved_step_ = c.step;
-  restored_step_ = c.step;
-  spdlog::info("no worker holds the state: resuming from checkpoint {} (step {})", loaded->info.id,
-               c.step);
+  spdlog::info("no worker holds the state: looking for a checkpoint");
+  SPOT_ASSIGN_OR_RETURN(train::ResumeInfo r, ckpt_->Resume(Refs()));
+  if (r.version >= 0) restored_step_ = r.step;
   return Status::Ok();
 }
 
@@ -306,7 +232,7 @@ Status Worker::SyncState(const Generation& g, Clock::time_point t0) {
     if (g.rank != source) summary_.state_bytes_received += bytes;
   }
   have_state_ = true;
-  order_epoch_ = -1;
+  runner_->Reset();
   progress_step_ = counters_.step;
   last_progress_ = Clock::now();
   steps_in_generation_ = 0;
@@ -318,7 +244,7 @@ Status Worker::SyncState(const Generation& g, Clock::time_point t0) {
                    ? fmt::format(", state broadcast from rank {} ({} bytes)", source, bytes)
                    : "",
                formed_s);
-  if (event_log_) {
+  if (event_log_.on()) {
     nlohmann::json e = {{"generation", g.number},
                         {"rank", g.rank},
                         {"world", g.world_size()},
@@ -329,158 +255,77 @@ Status Worker::SyncState(const Generation& g, Clock::time_point t0) {
                         {"formed_s", formed_s},
                         {"id", opt_.id},
                         {"pid", ::getpid()},
-                        {"unix_ms", WallMs()}};
-    fmt::print(event_log_, "{}\n", e.dump());
+                        {"unix_ms", RealClock()->NowUnixMs()}};
+    event_log_.Append(e.dump() + "\n");
   }
   return Status::Ok();
-}
-
-Status Worker::AllReduce(at::Tensor& t, const char* what) {
-  try {
-    std::vector<at::Tensor> v{t};
-    pg_->allreduce(v)->wait();
-  } catch (const std::exception& e) {
-    return AbortedError(fmt::format("{}: {}", what, e.what()));
-  }
-  return Status::Ok();
-}
-
-std::vector<at::Tensor> Worker::FloatBuffers() {
-  std::vector<at::Tensor> out;
-  for (const at::Tensor& b : model_->buffers()) {
-    if (b.is_floating_point()) out.push_back(b);
-  }
-  return out;
-}
-
-void Worker::Flatten() {
-  for (size_t i = 0; i < params_.size(); ++i) {
-    at::Tensor dst = flat_.slice(0, layout_[i].offset, layout_[i].offset + params_[i].numel());
-    const at::Tensor& g = params_[i].grad();
-    if (g.defined()) {
-      dst.copy_(g.reshape({-1}));
-    } else {
-      dst.zero_();
-    }
-  }
-}
-
-void Worker::Unflatten() {
-  for (size_t i = 0; i < params_.size(); ++i) {
-    at::Tensor src = flat_.slice(0, layout_[i].offset, layout_[i].offset + params_[i].numel());
-    if (!params_[i].grad().defined()) params_[i].mutable_grad() = at::zeros_like(params_[i]);
-    params_[i].mutable_grad().copy_(src.view(params_[i].sizes()));
-  }
 }
 
 Result<StepResult> Worker::Step(const Generation& g, Slice batch) {
   const auto t0 = Clock::now();
   const Slice mine = SplitBatch(batch, weights_)[g.rank];
-  const double lr =
-      train::LearningRate(spec_.schedule, spec_.optimizer.lr, counters_.step, total_steps_) *
-      counters_.lr_scale;
-  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
-  optimizer_->zero_grad();
-  double loss_sum = 0;
-  // Gradient accumulation: this worker's part in micro-batches, gradients
-  // summed before the one all-reduce of the step.
-  const int64_t micro =
-      std::min<int64_t>(spec_.distributed.accumulation_steps, std::max<int64_t>(1, mine.size()));
-  for (const Slice& part : SplitBatch(mine, std::vector<double>(micro, 1.0))) {
-    if (part.size() == 0) continue;
-    // Dropout draws depend on the step and the samples, not on history.
-    at::manual_seed(static_cast<uint64_t>(spec_.seed) * 1000003u +
-                    static_cast<uint64_t>(counters_.step) * 8191u +
-                    static_cast<uint64_t>(part.begin));
-    at::Tensor idx = order_.slice(0, part.begin, part.end);
-    at::Tensor x = train_.images.index_select(0, idx);
-    at::Tensor y = train_.labels.index_select(0, idx);
-    at::Tensor loss = at::cross_entropy_loss(model_->forward(x), y, {}, at::Reduction::Sum);
-    loss_sum += loss.item<double>();
-    (loss / static_cast<double>(batch.size())).backward();
-  }
-  double compute_s = Seconds(t0, Clock::now());
-  if (opt_.slowdown > 0) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(compute_s * opt_.slowdown));
-  }
-  if (mine.size() > 0) {
-    double r = static_cast<double>(mine.size()) / Seconds(t0, Clock::now());
-    rate_ = rate_ == 0 ? r : 0.8 * rate_ + 0.2 * r;
-  }
-  Flatten();
-  SPOT_ASSIGN_OR_RETURN(CommStats cs, reducer_->AllReduceSum(
-                                          *pg_, flat_, Ms(spec_.distributed.collective_timeout_s)));
-  const double grad_norm = opt_.observer.on_step ? flat_.norm().item<double>() : 0;
-  // Control values, then the floating-point buffers (batch-norm statistics)
-  // as the share-weighted mean, so every replica keeps the same ones.
-  std::vector<at::Tensor> buffers = FloatBuffers();
-  int64_t nbuf = 0;
-  for (const at::Tensor& b : buffers) nbuf += b.numel();
-  // Layout: control values, each rank's throughput, the buffers.
-  const int64_t world = g.world_size();
-  at::Tensor control = at::zeros({kControlSize + world + nbuf}, at::kDouble);
-  double* c = control.data_ptr<double>();
+  GlooSync::Control control{.stop = StopWanted(), .samples_per_s = rate_};
   if (g.rank == 0 && Seconds(last_reform_check_, Clock::now()) >= 0.1) {
     last_reform_check_ = Clock::now();
     auto reform = rdzv_->ShouldReform(g.number);
-    c[kReform] = reform.ok() && *reform ? 1 : 0;
+    control.reform = reform.ok() && *reform;
   }
-  c[kStop] = StopWanted() ? 1 : 0;
-  c[kLossSum] = loss_sum;
-  c[kCount] = static_cast<double>(mine.size());
-  c[kControlSize + g.rank] = rate_;
-  const double share = static_cast<double>(mine.size()) / static_cast<double>(batch.size());
-  int64_t at_off = kControlSize + world;
-  for (const at::Tensor& b : buffers) {
-    control.slice(0, at_off, at_off + b.numel()).copy_(b.reshape({-1}).to(at::kDouble) * share);
-    at_off += b.numel();
+  sync_->SetControl(control);
+  SPOT_ASSIGN_OR_RETURN(train::StepOutcome o,
+                        runner_->Run(batch, mine, *sync_, bool(opt_.observer.on_step)));
+  if (mine.size() > 0) {
+    double r = static_cast<double>(mine.size()) / sync_->busy_seconds();
+    rate_ = rate_ == 0 ? r : 0.8 * rate_ + 0.2 * r;
   }
-  const auto control_start = Clock::now();
-  SPOT_RETURN_IF_ERROR(AllReduce(control, "step control all-reduce"));
-  const double control_s = Seconds(control_start, Clock::now());
-  // Committed from here on: every collective of the step succeeded.
-  Unflatten();
-  optimizer_->step();
-  at_off = kControlSize + world;
-  for (at::Tensor& b : buffers) {
-    b.copy_(control.slice(0, at_off, at_off + b.numel()).view(b.sizes()).to(b.scalar_type()));
-    at_off += b.numel();
+  const StepResult result{
+      .committed = o.committed, .reform = sync_->reform(), .stop = sync_->stop(), .loss = o.loss};
+  if (!o.committed) {
+    SPOT_RETURN_IF_ERROR(RollBack(g, o));
+    return result;
   }
   // Every rank sees the same throughputs: re-balance the split now and then.
   if (spec_.distributed.balance && ++steps_in_generation_ % kBalanceEvery == 0) {
-    weights_ =
-        WeightsFromThroughput(std::vector<double>(c + kControlSize, c + kControlSize + world));
+    weights_ = WeightsFromThroughput(sync_->rates());
   }
-  summary_.bytes_sent += cs.bytes_sent;
-  last_step_bytes_ = cs.bytes_sent;
-  ++counters_.step;
+  summary_.bytes_sent += sync_->comm().bytes_sent;
+  last_step_bytes_ = sync_->comm().bytes_sent;
   ++summary_.steps_here;
-  counters_.index_in_epoch = batch.end;
-  if (sample_log_) {
-    fmt::print(sample_log_, "{},{},{},{},{},{},{},{},{}\n", counters_.step, counters_.epoch,
-               g.number, g.world_size(), g.rank, batch.begin, batch.end, mine.begin, mine.end);
-  }
-  if (step_log_ && g.rank == 0) {
-    std::fputs(StepLogLine({counters_.step, counters_.epoch, c[kLossSum] / c[kCount], lr}).c_str(),
-               step_log_);
-  }
+  LogStep(g, o, batch, mine, Seconds(t0, Clock::now()));
+  return result;
+}
+
+// Every rank judged the same global loss: rank 0 restores an earlier version
+// and broadcasts it, skip list and learning-rate scale included.
+Status Worker::RollBack(const Generation& g, const train::StepOutcome& o) {
+  SPOT_RETURN_IF_ERROR(
+      train::RollbackAllowed(spec_.rollback, counters_.rollbacks, o.anomaly, counters_.step + 1));
+  if (g.rank == 0) SPOT_RETURN_IF_ERROR(ckpt_->Rollback(Refs(), o.batch, o.anomaly).status());
+  if (g.world_size() > 1) SPOT_RETURN_IF_ERROR(BroadcastState(*pg_, 0, Refs()).status());
+  runner_->Reset();
+  return Status::Ok();
+}
+
+void Worker::LogStep(const Generation& g, const train::StepOutcome& o, Slice batch, Slice mine,
+                     double step_s) {
+  sample_log_.Append(fmt::format("{},{},{},{},{},{},{},{},{}\n", counters_.step, counters_.epoch,
+                                 g.number, g.world_size(), g.rank, batch.begin, batch.end,
+                                 mine.begin, mine.end));
+  if (g.rank == 0) step_log_.Append(StepLogLine({counters_.step, counters_.epoch, o.loss, o.lr}));
   if (opt_.observer.on_step) {
     opt_.observer.on_step({.step = counters_.step,
                            .epoch = counters_.epoch,
                            .generation = g.number,
                            .world = static_cast<int>(g.world_size()),
                            .rank = g.rank,
-                           .loss = c[kLossSum] / c[kCount],
-                           .lr = lr,
-                           .grad_norm = grad_norm,
-                           .step_seconds = Seconds(t0, Clock::now()),
-                           .compute_seconds = compute_s,
-                           .collective_seconds = cs.seconds + control_s,
+                           .loss = o.loss,
+                           .lr = o.lr,
+                           .grad_norm = o.grad_norm,
+                           .step_seconds = step_s,
+                           .compute_seconds = o.compute_seconds,
+                           .collective_seconds = sync_->collective_seconds(),
                            .samples = mine.size(),
                            .batch = batch.size()});
   }
-  return StepResult{
-      .reform = c[kReform] > 0, .stop = c[kStop] > 0, .loss = c[kLossSum] / c[kCount]};
 }
 
 Status Worker::Evaluate(const Generation& g, int64_t epoch, bool partial) {
@@ -489,7 +334,7 @@ Status Worker::Evaluate(const Generation& g, int64_t epoch, bool partial) {
   train::EvalSums e =
       train::EvaluateRange(*model_, test_, mine.begin, mine.end, spec_.eval_batch_size);
   at::Tensor sums = at::tensor({e.correct, e.loss_sum, e.count}, at::kDouble);
-  SPOT_RETURN_IF_ERROR(AllReduce(sums, "evaluation all-reduce"));
+  SPOT_RETURN_IF_ERROR(AllReduceOrAbort(*pg_, sums, "evaluation all-reduce"));
   summary_.test_accuracy = sums[0].item<double>() / sums[2].item<double>();
   summary_.test_loss = sums[1].item<double>() / sums[2].item<double>();
   counters_.last_test_accuracy = summary_.test_accuracy;
@@ -511,32 +356,14 @@ Status Worker::Evaluate(const Generation& g, int64_t epoch, bool partial) {
 }
 
 Status Worker::MaybeSave(bool force) {
-  if (!saver_ || last_saved_step_ == counters_.step) return Status::Ok();
-  const train::CheckpointSpec& ck = spec_.checkpoint;
+  if (!ckpt_ || ckpt_->last_saved_step() == counters_.step) return Status::Ok();
   // The same rule as `spot train`: Young/Daly capped by measured overhead, or every N steps.
-  const bool due = ckpt::SaveDue(interval_ ? &*interval_ : nullptr, ck.interval_steps,
-                                 counters_.step, Seconds(last_save_time_, Clock::now()));
-  if (!due && !force) return Status::Ok();
-  const auto t0 = Clock::now();
-  SPOT_ASSIGN_OR_RETURN(ckpt::Container * c, saver_->Acquire());
-  c->Recycle();
-  SPOT_RETURN_IF_ERROR(
-      train::CaptureTrainState(*model_, *optimizer_, spec_.optimizer.type, counters_, c));
-  nlohmann::json meta = {{"epoch", counters_.epoch},
-                         {"index_in_epoch", counters_.index_in_epoch},
-                         {"test_accuracy", counters_.last_test_accuracy}};
-  parent_version_ = saver_->Submit(c, {.step = counters_.step,
-                                       .parent = parent_version_,
-                                       .meta_json = meta.dump(),
-                                       .plan = train::CodecPlanFor(ck)});
-  last_saved_step_ = counters_.step;
-  last_save_time_ = Clock::now();
-  if (interval_) interval_->RecordSave(Seconds(t0, last_save_time_));
+  if (!force && !ckpt_->Due(counters_.step)) return Status::Ok();
+  SPOT_ASSIGN_OR_RETURN(double stall, ckpt_->Save(Refs()));
   if (opt_.observer.on_checkpoint) {
-    opt_.observer.on_checkpoint(
-        {.step = counters_.step, .stall_seconds = Seconds(t0, last_save_time_)});
+    opt_.observer.on_checkpoint({.step = counters_.step, .stall_seconds = stall});
   }
-  for (const ckpt::SaveReport& r : saver_->TakeCompleted()) {
+  for (const ckpt::SaveReport& r : ckpt_->TakeCompleted()) {
     if (opt_.observer.on_checkpoint_written) {
       opt_.observer.on_checkpoint_written(
           {.version = r.info.id, .file_bytes = r.info.file_bytes, .write_seconds = r.write_s});
@@ -545,42 +372,40 @@ Status Worker::MaybeSave(bool force) {
   return Status::Ok();
 }
 
+// After a committed or skipped batch: evaluation at an epoch's end and at the last step.
+Status Worker::AfterBatch(const Generation& g, const train::BatchEnd& end) {
+  if (!end.epoch_done && !end.last) return Status::Ok();
+  return Evaluate(g, end.epoch, !end.epoch_done);
+}
+
 Result<Worker::Outcome> Worker::TrainGeneration(const Generation& g) {
-  const int64_t n = train_.size();
-  while (counters_.step < total_steps_ && (spec_.epochs == 0 || counters_.epoch < spec_.epochs)) {
-    if (order_epoch_ != counters_.epoch) {
-      std::vector<int64_t> o =
-          train::EpochOrder(static_cast<uint64_t>(spec_.seed), counters_.epoch, n);
-      order_ = at::from_blob(o.data(), {n}, at::kLong).clone();
-      order_epoch_ = counters_.epoch;
+  // A fresh run with rollback on saves its initial state: something to roll back to.
+  if (ckpt_ && spec_.rollback.enabled && counters_.step == 0 && ckpt_->last_saved_step() < 0) {
+    SPOT_RETURN_IF_ERROR(MaybeSave(/*force=*/true));
+  }
+  while (!runner_->Finished()) {
+    const Slice batch = runner_->NextBatch();
+    if (runner_->NextIsSkipped()) {
+      SPOT_RETURN_IF_ERROR(AfterBatch(g, runner_->Advance(batch)));
+      continue;
     }
-    Slice batch = GlobalBatch(counters_.index_in_epoch / spec_.batch_size, spec_.batch_size, n);
     const auto step_start = Clock::now();
-    const bool saving_at_start = saver_ && saver_->busy();
+    const bool saving_at_start = ckpt_ && ckpt_->busy();
     SPOT_ASSIGN_OR_RETURN(StepResult r, Step(g, batch));
-    if (interval_) {
-      interval_->RecordStep(Seconds(step_start, Clock::now()), saving_at_start || saver_->busy());
+    if (r.committed) {
+      if (ckpt_)
+        ckpt_->RecordStep(Seconds(step_start, Clock::now()), saving_at_start || ckpt_->busy());
+      SPOT_RETURN_IF_ERROR(AfterBatch(g, runner_->Advance(batch)));
+      SPOT_RETURN_IF_ERROR(MaybeSave(false));
     }
     if (g.rank == 0 && Seconds(last_progress_, Clock::now()) >= opt_.log_interval_s) {
       double rate = static_cast<double>((counters_.step - progress_step_) * spec_.batch_size) /
                     Seconds(last_progress_, Clock::now());
       spdlog::info("step {}/{} epoch {} loss {:.4f}: {} workers, {:.0f} samples/s", counters_.step,
-                   total_steps_, counters_.epoch + 1, r.loss, g.world_size(), rate);
+                   runner_->total_steps(), counters_.epoch + 1, r.loss, g.world_size(), rate);
       last_progress_ = Clock::now();
       progress_step_ = counters_.step;
     }
-    bool epoch_done = batch.end == n;
-    if (epoch_done) {
-      ++counters_.epoch;
-      counters_.index_in_epoch = 0;
-    }
-    bool last =
-        counters_.step == total_steps_ || (spec_.epochs > 0 && counters_.epoch == spec_.epochs);
-    if (epoch_done || last) {
-      SPOT_RETURN_IF_ERROR(
-          Evaluate(g, epoch_done ? counters_.epoch - 1 : counters_.epoch, !epoch_done));
-    }
-    SPOT_RETURN_IF_ERROR(MaybeSave(false));
     if (g.rank == 0) WriteProgress(g, r.loss, false);
     if (r.stop && StopWanted()) return Outcome::kStopped;
     if (r.reform || r.stop) return Outcome::kReform;
@@ -599,7 +424,7 @@ void Worker::WriteProgress(const Generation& g, double loss, bool done, bool for
   last_progress_write_ = now;
   const ProgressReport r{.job = spec_.name,
                          .step = counters_.step,
-                         .total_steps = total_steps_,
+                         .total_steps = runner_->total_steps(),
                          .epoch = counters_.epoch,
                          .loss = last_loss_,
                          .test_accuracy = counters_.last_test_accuracy,
@@ -613,7 +438,7 @@ void Worker::WriteProgress(const Generation& g, double loss, bool done, bool for
 
 Status Worker::WriteOutputs(const Generation& g) {
   SPOT_RETURN_IF_ERROR(MaybeSave(true));
-  if (saver_) SPOT_RETURN_IF_ERROR(saver_->Flush());
+  if (ckpt_) SPOT_RETURN_IF_ERROR(ckpt_->Flush());
   if (g.rank != 0) return Status::Ok();
   std::string model_path = (std::filesystem::path(spec_.output_dir) / "model.pt").string();
   SPOT_RETURN_IF_ERROR(train::ExportStateDict(*model_, model_path));
@@ -639,6 +464,37 @@ Status Worker::WriteOutputs(const Generation& g) {
   return Status::Ok();
 }
 
+// Stopped by a signal or a notice: the checkpoint of this step, flushed in time.
+Status Worker::FinishStop(const Generation& g) {
+  summary_.stopped_by_signal = g_stop_signal.load();
+  summary_.stopped_by_request = g_stop_requested.load();
+  SPOT_RETURN_IF_ERROR(MaybeSave(true));
+  if (ckpt_) {
+    // A notice's deadline, less a margin for leaving; else the job's flush budget.
+    auto deadline = Clock::now() + Ms(spec_.checkpoint.flush_deadline_s);
+    if (summary_.stopped_by_request && g_stop_deadline_unix_s.load() > 0) {
+      deadline = Clock::now() +
+                 Ms(std::max(0.05, g_stop_deadline_unix_s.load() - RealClock()->NowUnixS() - 0.2));
+    }
+    Status flushed = ckpt_->Flush(deadline);
+    if (!flushed.ok() && summary_.stopped_by_request &&
+        flushed.code() == StatusCode::kDeadlineExceeded) {
+      // The notice's time has whole seconds: the reclaim may still be up
+      // to a second away. Keep going until done or killed.
+      spdlog::warn("{}; still flushing until the reclaim", flushed.message());
+      flushed = ckpt_->Flush();
+    }
+    SPOT_RETURN_IF_ERROR(flushed);
+    if (summary_.stopped_by_request) {
+      summary_.stop_flush_seconds = RealClock()->NowUnixS() - g_stop_request_wall.load();
+      spdlog::info("notice: checkpoint of step {} flushed {:.3f} s after the notice",
+                   counters_.step, summary_.stop_flush_seconds);
+    }
+  }
+  if (g.rank == 0) WriteProgress(g, 0, false, /*force=*/true);
+  return Status::Ok();
+}
+
 Result<WorkerSummary> Worker::Run() {
   const auto start = Clock::now();
   while (true) {
@@ -655,6 +511,7 @@ Result<WorkerSummary> Worker::Run() {
       if (out.status().code() != StatusCode::kAborted) return out.status();
       // Close this group's connections now: peers still blocked in a
       // collective with us fail at once instead of at their timeout.
+      sync_.reset();
       pg_.reset();
       ++summary_.abandoned_steps;
       spdlog::warn("generation {}: {}; re-forming", g.number, out.status().message());
@@ -664,37 +521,13 @@ Result<WorkerSummary> Worker::Run() {
     summary_.final_world = g.world_size();
     if (*out == Outcome::kReform) continue;
     if (*out == Outcome::kStopped) {
-      summary_.stopped_by_signal = g_stop_signal.load();
-      summary_.stopped_by_request = g_stop_requested.load();
-      SPOT_RETURN_IF_ERROR(MaybeSave(true));
-      if (saver_) {
-        // A notice's deadline, less a margin for leaving; else the job's flush budget.
-        auto deadline = Clock::now() + Ms(spec_.checkpoint.flush_deadline_s);
-        if (summary_.stopped_by_request && g_stop_deadline_unix_s.load() > 0) {
-          deadline =
-              Clock::now() + Ms(std::max(0.05, g_stop_deadline_unix_s.load() - UnixNow() - 0.2));
-        }
-        Status flushed = saver_->Flush(deadline);
-        if (!flushed.ok() && summary_.stopped_by_request &&
-            flushed.code() == StatusCode::kDeadlineExceeded) {
-          // The notice's time has whole seconds: the reclaim may still be up
-          // to a second away. Keep going until done or killed.
-          spdlog::warn("{}; still flushing until the reclaim", flushed.message());
-          flushed = saver_->Flush();
-        }
-        SPOT_RETURN_IF_ERROR(flushed);
-        if (summary_.stopped_by_request) {
-          summary_.stop_flush_seconds = UnixNow() - g_stop_request_wall.load();
-          spdlog::info("notice: checkpoint of step {} flushed {:.3f} s after the notice",
-                       counters_.step, summary_.stop_flush_seconds);
-        }
-      }
-      if (g.rank == 0) WriteProgress(g, 0, false, /*force=*/true);
+      SPOT_RETURN_IF_ERROR(FinishStop(g));
       break;
     }
     SPOT_RETURN_IF_ERROR(WriteOutputs(g));
     break;
   }
+  sync_.reset();
   pg_.reset();
   (void)rdzv_->Leave();
   summary_.steps = counters_.step;
@@ -705,7 +538,7 @@ Result<WorkerSummary> Worker::Run() {
 
 void RequestWorkerStop(double flush_deadline_unix_s) {
   g_stop_deadline_unix_s.store(flush_deadline_unix_s);
-  g_stop_request_wall.store(UnixNow());
+  g_stop_request_wall.store(RealClock()->NowUnixS());
   g_stop_requested.store(true);
 }
 

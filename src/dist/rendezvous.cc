@@ -1,22 +1,18 @@
 #include "dist/rendezvous.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "core/clock.h"
 
 namespace spot::dist {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 using nlohmann::json;
-
-int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 bool Contains(const std::vector<MemberInfo>& members, const std::string& id) {
   return std::any_of(members.begin(), members.end(),
@@ -66,8 +62,7 @@ std::string Generation::store_prefix(const std::string& job) const {
 }
 
 Rendezvous::Rendezvous(KvStore* store, RendezvousOptions options, std::string id)
-    : store_(store), opt_(std::move(options)), id_(std::move(id)),
-      key_(opt_.job + "/rdzv/state") {
+    : store_(store), opt_(std::move(options)), id_(std::move(id)), key_(opt_.job + "/rdzv/state") {
   (void)store_->Heartbeat(id_);
   heartbeat_ = std::thread([this] {
     auto period = std::max(std::chrono::milliseconds(5), store_->liveness_ttl() / 4);
@@ -118,7 +113,7 @@ bool Rendezvous::CanClose(const State& s, const std::vector<MemberInfo>& alive) 
   const int n = static_cast<int>(alive.size());
   if (n < opt_.min_workers) return false;
   if (n >= opt_.max_workers) return true;
-  const int64_t waited = WallMs() - s.opened_ms;
+  const int64_t waited = RealClock()->NowUnixMs() - s.opened_ms;
   if (s.prev.empty()) return waited >= opt_.join_window.count();
   if (waited >= opt_.last_call.count()) return true;
   bool survivor = false;
@@ -191,12 +186,12 @@ Result<Generation> Rendezvous::Join(const MemberInfo& me_in) {
       }
       last_generation_ = s.gen;
       return g;
-    } else if (Contains(s.members, id_) ||
-               static_cast<int>(s.members.size()) < opt_.max_workers ||
+    } else if (Contains(s.members, id_) || static_cast<int>(s.members.size()) < opt_.max_workers ||
                AliveCount(s.members) < opt_.max_workers) {
       // Re-forming after a failure, or a newcomer with room to join: open the
       // next generation, taking in the newcomers that were waiting.
-      State next{.gen = s.gen + 1, .open = true, .members = {me}, .opened_ms = WallMs()};
+      State next{
+          .gen = s.gen + 1, .open = true, .members = {me}, .opened_ms = RealClock()->NowUnixMs()};
       for (const MemberInfo& m : s.members) next.prev.push_back(m.id);
       for (const MemberInfo& w : s.waiting) {
         if (w.id != id_) next.members.push_back(w);
@@ -210,11 +205,11 @@ Result<Generation> Rendezvous::Join(const MemberInfo& me_in) {
     }
     if (changed) continue;
     if (SteadyClock::now() >= deadline) {
-      return DeadlineExceededError(fmt::format(
-          "rendezvous of job {}: worker {} could not join a generation within {} ms "
-          "(generation {}, {}, {} member(s), min_workers {})",
-          opt_.job, id_, opt_.timeout.count(), s.gen, s.open ? "open" : "closed",
-          s.members.size(), opt_.min_workers));
+      return DeadlineExceededError(
+          fmt::format("rendezvous of job {}: worker {} could not join a generation within {} ms "
+                      "(generation {}, {}, {} member(s), min_workers {})",
+                      opt_.job, id_, opt_.timeout.count(), s.gen, s.open ? "open" : "closed",
+                      s.members.size(), opt_.min_workers));
     }
     std::this_thread::sleep_for(opt_.poll);
   }

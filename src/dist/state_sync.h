@@ -5,12 +5,12 @@
 // to the source.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/optim/optimizer.h>
 
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "core/status.h"
 #include "train/model.h"
@@ -18,12 +18,7 @@
 
 namespace spot::dist {
 
-struct TrainRefs {
-  train::Net* model;
-  torch::optim::Optimizer* optimizer;
-  std::string optimizer_type;   // sgd | adam
-  train::TrainerCounters* counters;  // replaced on receivers (threads and BLAS kept)
-};
+using train::TrainRefs;  // counters are replaced on receivers (threads and BLAS kept)
 
 // Broadcasts the state of rank `source` to every rank of `pg`. Aborted when a
 // collective fails or times out (re-form the group and retry). Returns the

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "core/clock.h"
 #include "core/file_io.h"
 
 namespace spot::monitor {
@@ -108,11 +109,6 @@ std::string FrameRecord(std::string_view data) {
   rec += data;
   PutFixed(rec, MaskedCrc32c(data), 4);
   return rec;
-}
-
-double NowUnixSeconds() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
 std::string HostName() {
@@ -299,7 +295,7 @@ Result<std::unique_ptr<EventWriter>> EventWriter::Open(const std::string& run_di
     }
     std::unique_ptr<EventWriter> writer(new EventWriter(std::move(path), file));
     SPOT_RETURN_IF_ERROR(
-        writer->WriteEvent(EncodeEvent(NowUnixSeconds(), std::nullopt, kFileVersion, {})));
+        writer->WriteEvent(EncodeEvent(RealClock()->NowUnixS(), std::nullopt, kFileVersion, {})));
     SPOT_RETURN_IF_ERROR(writer->Flush());
     return writer;
   }
@@ -341,7 +337,7 @@ Status EventWriter::AddScalars(int64_t step,
     PutFixed(v, std::bit_cast<uint32_t>(ToFloat(value)), 4);
     PutBytes(summary, 1, v);
   }
-  double wall = wall_time_unix_s ? *wall_time_unix_s : NowUnixSeconds();
+  double wall = wall_time_unix_s ? *wall_time_unix_s : RealClock()->NowUnixS();
   SPOT_RETURN_IF_ERROR(WriteEvent(EncodeEvent(wall, step, {}, summary)));
   return Flush();
 }

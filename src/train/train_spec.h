@@ -12,14 +12,14 @@
 namespace spot::train {
 
 struct OptimizerSpec {
-  std::string type = "sgd";     // sgd | adam
-  double lr = 0.01;             // > 0
-  double momentum = 0.9;        // sgd only, [0, 1)
-  bool nesterov = false;        // sgd only
-  double beta1 = 0.9;           // adam only, [0, 1)
-  double beta2 = 0.999;         // adam only, [0, 1)
-  double eps = 1e-8;            // adam only, > 0
-  double weight_decay = 0.0;    // >= 0
+  std::string type = "sgd";   // sgd | adam
+  double lr = 0.01;           // > 0
+  double momentum = 0.9;      // sgd only, [0, 1)
+  bool nesterov = false;      // sgd only
+  double beta1 = 0.9;         // adam only, [0, 1)
+  double beta2 = 0.999;       // adam only, [0, 1)
+  double eps = 1e-8;          // adam only, > 0
+  double weight_decay = 0.0;  // >= 0
 };
 
 struct ScheduleSpec {
@@ -31,77 +31,77 @@ struct ScheduleSpec {
 };
 
 struct CheckpointSpec {
-  std::string dir;                // local tier; default: <output_dir>/checkpoints
-  std::string durable_dir;        // durable tier, replicated in the background; "" = none
-  std::string interval = "auto";  // auto (Young/Daly, capped by max_overhead) | steps
-  int64_t interval_steps = 500;   // interval: steps; save every N optimizer steps (>= 1)
-  double mtbf_hours = 1.0;        // interval: auto; expected time between preemptions
-  double max_overhead = 0.01;     // interval: auto; cap on the fraction of time spent saving
-  int64_t keep = 3;               // versions kept (the last N), >= 1
-  int64_t keep_every = 0;         // also keep every N-th version (0 = off)
-  std::string keep_best;          // also keep the best version by this metric ("" = off)
+  std::string dir;                    // local tier; default: <output_dir>/checkpoints
+  std::string durable_dir;            // durable tier, replicated in the background; "" = none
+  std::string interval = "auto";      // auto (Young/Daly, capped by max_overhead) | steps
+  int64_t interval_steps = 500;       // interval: steps; save every N optimizer steps (>= 1)
+  double mtbf_hours = 1.0;            // interval: auto; expected time between preemptions
+  double max_overhead = 0.01;         // interval: auto; cap on the fraction of time spent saving
+  int64_t keep = 3;                   // versions kept (the last N), >= 1
+  int64_t keep_every = 0;             // also keep every N-th version (0 = off)
+  std::string keep_best;              // also keep the best version by this metric ("" = off)
   std::string codec = "planes-zstd";  // full versions: raw | shuffle-zstd | planes-zstd
-  std::string delta = "sub";      // none | sub | xor | q8 (lossy, off by default)
-  bool q8_optimizer = false;      // delta: q8; also quantize optimizer state
-  int64_t full_every = 8;         // a full version at least every N versions, >= 1
-  bool async = true;              // write in the background; false: training waits
-  double flush_deadline_s = 25;   // on SIGTERM: time allowed to finish saving
+  std::string delta = "sub";          // none | sub | xor | q8 (lossy, off by default)
+  bool q8_optimizer = false;          // delta: q8; also quantize optimizer state
+  int64_t full_every = 8;             // a full version at least every N versions, >= 1
+  bool async = true;                  // write in the background; false: training waits
+  double flush_deadline_s = 25;       // on SIGTERM: time allowed to finish saving
 };
 
 // Automatic rollback on divergence.
 struct RollbackSpec {
   bool enabled = true;
-  double spike_factor = 5.0;      // a loss above factor x its moving average is a spike (> 1)
-  int64_t window = 50;            // moving average span in steps (EMA), >= 1
-  int64_t warmup_steps = 100;     // steps observed before spikes are judged, >= 0
-  int64_t skip_batches = 1;       // batches skipped from the one that diverged, >= 1
-  double lr_factor = 1.0;         // learning rate multiplied by this after each rollback, (0, 1]
-  int64_t max_rollbacks = 5;      // then give up, >= 0
+  double spike_factor = 5.0;   // a loss above factor x its moving average is a spike (> 1)
+  int64_t window = 50;         // moving average span in steps (EMA), >= 1
+  int64_t warmup_steps = 100;  // steps observed before spikes are judged, >= 0
+  int64_t skip_batches = 1;    // batches skipped from the one that diverged, >= 1
+  double lr_factor = 1.0;      // learning rate multiplied by this after each rollback, (0, 1]
+  int64_t max_rollbacks = 5;   // then give up, >= 0
 };
 
 // Faults injected on purpose (tests, demos of rollback).
 struct FaultSpec {
-  int64_t nan_loss_at_step = 0;   // the loss of the batch of this step (1-based) becomes NaN
-  int64_t spike_loss_at_step = 0; // the loss of the batch of this step is multiplied by 1000
+  int64_t nan_loss_at_step = 0;    // the loss of the batch of this step (1-based) becomes NaN
+  int64_t spike_loss_at_step = 0;  // the loss of the batch of this step is multiplied by 1000
 };
 
-// Elastic data parallelism (`spot worker`, `spot train --nproc`); ignored by a
-// single-process `spot train`.
+// Elastic data parallelism (`spot worker`, `spot train --nproc`). A
+// single-process `spot train` is one worker: only accumulation_steps applies.
 struct DistributedSpec {
-  int64_t min_workers = 1;          // a generation needs at least this many, >= 1
-  int64_t max_workers = 64;         // and holds at most this many, >= min_workers
-  double join_window_s = 0.5;       // the first generation waits this long for more workers
-  double last_call_s = 5;           // a re-forming generation waits at most this long for a
-                                    // live straggler
-  double rendezvous_timeout_s = 120;  // a worker gives up joining after this long
-  double collective_timeout_s = 10;   // every collective fails after this long (> 0)
-  double liveness_ttl_s = 3;        // a worker silent this long counts as dead (>= 1)
-  std::string compression = "none"; // none | fp16 | bf16 | powersgd | topk
-  int64_t powersgd_rank = 4;        // powersgd: rank of the approximation, >= 1
-  double topk_ratio = 0.01;         // topk: fraction of gradient entries sent, (0, 1]
+  int64_t min_workers = 1;               // a generation needs at least this many, >= 1
+  int64_t max_workers = 64;              // and holds at most this many, >= min_workers
+  double join_window_s = 0.5;            // the first generation waits this long for more workers
+  double last_call_s = 5;                // a re-forming generation waits at most this long for a
+                                         // live straggler
+  double rendezvous_timeout_s = 120;     // a worker gives up joining after this long
+  double collective_timeout_s = 10;      // every collective fails after this long (> 0)
+  double liveness_ttl_s = 3;             // a worker silent this long counts as dead (>= 1)
+  std::string compression = "none";      // none | fp16 | bf16 | powersgd | topk
+  int64_t powersgd_rank = 4;             // powersgd: rank of the approximation, >= 1
+  double topk_ratio = 0.01;              // topk: fraction of gradient entries sent, (0, 1]
   int64_t compression_warmup_steps = 0;  // powersgd/topk: plain all-reduce for the first N
                                          // steps of each generation, >= 0
-  bool balance = false;             // per-worker batch in proportion to measured throughput
-                                    // (timing then shapes the split: runs are not repeatable)
-  int64_t accumulation_steps = 1;   // micro-batches per worker per step (gradients summed), >= 1
+  bool balance = false;                  // per-worker batch in proportion to measured throughput
+                                         // (timing then shapes the split: runs are not repeatable)
+  int64_t accumulation_steps = 1;  // micro-batches per worker per step (gradients summed), >= 1
 };
 
 struct TrainSpec {
-  std::string source;             // the file this came from, for messages
-  std::string name = "train";     // job name
-  std::string model = "cnn";      // cnn | mlp
+  std::string source;          // the file this came from, for messages
+  std::string name = "train";  // job name
+  std::string model = "cnn";   // cnn | mlp
   std::string dataset = "fashion-mnist";
   std::string dataset_path = "/usr/share/datasets/fashion-mnist";
-  int64_t train_limit = 0;        // use only the first N training images; 0 = all
-  int64_t test_limit = 0;         // evaluate on the first N test images; 0 = all
-  int64_t batch_size = 64;        // >= 1
-  int64_t eval_batch_size = 1000; // >= 1
-  int64_t epochs = 0;             // epochs to train; 0 = bounded by steps only
-  int64_t steps = 0;              // optimizer steps; 0 = bounded by epochs only
-  int64_t seed = 0;               // data order, initial weights, dropout
-  int64_t threads = 0;            // intra-op threads; 0 = the number of cores
-  std::string resume = "auto";    // auto | never
-  std::string output_dir;         // default: runs/<name>
+  int64_t train_limit = 0;         // use only the first N training images; 0 = all
+  int64_t test_limit = 0;          // evaluate on the first N test images; 0 = all
+  int64_t batch_size = 64;         // >= 1
+  int64_t eval_batch_size = 1000;  // >= 1
+  int64_t epochs = 0;              // epochs to train; 0 = bounded by steps only
+  int64_t steps = 0;               // optimizer steps; 0 = bounded by epochs only
+  int64_t seed = 0;                // data order, initial weights, dropout
+  int64_t threads = 0;             // intra-op threads; 0 = the number of cores
+  std::string resume = "auto";     // auto | never
+  std::string output_dir;          // default: runs/<name>
   OptimizerSpec optimizer;
   ScheduleSpec schedule;
   CheckpointSpec checkpoint;

@@ -9,11 +9,11 @@
 //   trainer/state                      (TrainerCounters as JSON)
 #pragma once
 
+#include <torch/optim/optimizer.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <torch/optim/optimizer.h>
 
 #include "ckpt/container.h"
 #include "core/status.h"
@@ -29,9 +29,9 @@ struct TrainerCounters {
   int64_t seed = 0;
   int64_t batch_size = 0;
   std::string model;
-  std::string optimizer;       // sgd | adam
-  int64_t threads = 0;         // intra-op threads (bitwise resume needs the same)
-  std::string blas;            // BLAS library in use, for the same reason
+  std::string optimizer;  // sgd | adam
+  int64_t threads = 0;    // intra-op threads (bitwise resume needs the same)
+  std::string blas;       // BLAS library in use, for the same reason
   double last_test_accuracy = -1;
   // Rollback state (trainer.cc): global batch numbers never trained on, the
   // learning-rate multiplier, rollbacks so far, and the loss moving average
@@ -44,6 +44,15 @@ struct TrainerCounters {
 
   std::string ToJson() const;
   static Result<TrainerCounters> FromJson(std::string_view json);
+};
+
+// The live training state of one replica, as the step runner, the
+// checkpointer and the elastic state sync see it.
+struct TrainRefs {
+  Net* model = nullptr;
+  torch::optim::Optimizer* optimizer = nullptr;
+  std::string optimizer_type;  // sgd | adam
+  TrainerCounters* counters = nullptr;
 };
 
 Status CaptureTrainState(Net& model, torch::optim::Optimizer& optimizer,

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <torch/nn/functional/loss.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
@@ -15,21 +14,17 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 
-#include "ckpt/async_saver.h"
-#include "ckpt/interval.h"
 #include "ckpt/store.h"
 #include "core/file_io.h"
 #include "core/job_files.h"
 #include "core/progress.h"
+#include "train/checkpointer.h"
 #include "train/fashion_mnist.h"
-#include "train/lr_schedule.h"
 #include "train/model.h"
-#include "train/sampler.h"
 #include "train/state_dict_export.h"
+#include "train/step_runner.h"
 #include "train/train_setup.h"
 #include "train/train_state.h"
 
@@ -85,40 +80,28 @@ struct Trainer::Impl {
   TensorSet train, test;
   std::shared_ptr<Net> model;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
-  std::unique_ptr<ckpt::CheckpointStore> store;
-  std::unique_ptr<ckpt::AsyncSaver> saver;
-  std::optional<ckpt::IntervalPolicy> interval;
+  std::unique_ptr<Checkpointer> ckpt;
+  std::optional<StepRunner> runner;
+  LocalSync sync;
   TrainerCounters counters;
-  std::set<int64_t> skipped;  // counters.skipped_batches, for lookup
-  int64_t parent_version = -1;
-  int64_t last_saved_step = -1;
-  Clock::time_point last_save_time;
-  // Rollback bookkeeping: a second divergence before passing the first one
-  // rolls back further than the version restored the first time.
-  int64_t last_anomaly_step = -1;
-  int64_t last_restored_step = -1;
-  int64_t steps_per_epoch = 0;
-  int64_t total_steps = 0;
-  std::FILE* step_log = nullptr;
+  AppendLog step_log;
   TrainSummary summary;
+  // Training time and samples of this run (steps only: no eval, no saves).
+  double train_seconds = 0;
+  int64_t train_samples = 0;
+  double last_loss = 0;
 
-  ~Impl() {
-    if (step_log) std::fclose(step_log);
-  }
-
+  TrainRefs Refs() { return {model.get(), optimizer.get(), spec.optimizer.type, &counters}; }
   Status Setup();
   Status MaybeResume();
   Status SaveCheckpoint();
   void CollectSaveReports();
-  Status Rollback(int64_t batch, const std::string& reason);
-  Status AppendEvent(const nlohmann::json& event);
   EpochResult Evaluate();
+  void AfterBatch(const BatchEnd& end, bool terminal);
+  Status TrainStep(Progress& progress);
   Status TrainLoop();
   Status Stop(int sig);
   Status WriteOutputs();
-  int64_t GlobalBatch() const {
-    return counters.epoch * steps_per_epoch + counters.index_in_epoch / spec.batch_size;
-  }
 };
 
 Status Trainer::Impl::Setup() {
@@ -133,28 +116,11 @@ Status Trainer::Impl::Setup() {
   counters.optimizer = spec.optimizer.type;
   counters.threads = threads;
   counters.blas = BlasLibrary();
-
-  steps_per_epoch = (train.size() + spec.batch_size - 1) / spec.batch_size;
-  total_steps = spec.epochs > 0 ? spec.epochs * steps_per_epoch : spec.steps;
-  if (spec.steps > 0) total_steps = std::min(total_steps, spec.steps);
+  runner.emplace(spec, train, Refs());
 
   SPOT_RETURN_IF_ERROR(CreateDirectories(spec.output_dir));
-  const CheckpointSpec& ck = spec.checkpoint;
-  SPOT_ASSIGN_OR_RETURN(
-      store, ckpt::CheckpointStore::Open(
-                 {.dir = ck.dir, .durable_dir = ck.durable_dir, .retention = RetentionFor(ck)}));
-  saver = std::make_unique<ckpt::AsyncSaver>(
-      store.get(), ckpt::AsyncSaverOptions{.delta = ck.delta != "none",
-                                           .full_every = static_cast<int>(ck.full_every)});
-  if (ck.interval == "auto") {
-    interval.emplace(
-        ckpt::IntervalOptions{.mtbf_s = ck.mtbf_hours * 3600, .max_overhead = ck.max_overhead});
-  }
-  if (!opt.step_log_path.empty()) {
-    step_log = std::fopen(opt.step_log_path.c_str(), "a");
-    if (!step_log) return UnavailableError("cannot open step log " + opt.step_log_path);
-    std::setvbuf(step_log, nullptr, _IOLBF, 1 << 12);  // whole lines, as they happen
-  }
+  SPOT_ASSIGN_OR_RETURN(ckpt, Checkpointer::Open(spec));
+  SPOT_ASSIGN_OR_RETURN(step_log, AppendLog::Open(opt.step_log_path));
   return Status::Ok();
 }
 
@@ -163,56 +129,15 @@ Status Trainer::Impl::MaybeResume() {
     spdlog::info("resume: never; starting fresh");
     return Status::Ok();
   }
-  auto loaded = store->LoadNewestValid();
-  if (!loaded.ok()) {
-    if (loaded.status().code() != StatusCode::kNotFound) return loaded.status();
-    if (store->Empty()) {
-      spdlog::info("no checkpoint in {}; starting fresh", store->dir());
-    } else {
-      spdlog::warn("{}", loaded.status().message());
-      spdlog::warn("no valid checkpoint; starting fresh");
-    }
-    return Status::Ok();
-  }
-  for (const std::string& why : loaded->skipped) spdlog::warn("skipping checkpoint: {}", why);
-  auto restored = RestoreTrainState(loaded->container, *model, *optimizer, spec.optimizer.type);
-  if (!restored.ok()) {
-    return restored.status().WithContext(
-        fmt::format("resuming from checkpoint {}", loaded->info.id));
-  }
-  const TrainerCounters& c = *restored;
-  if (c.model != spec.model || c.batch_size != spec.batch_size || c.seed != spec.seed) {
-    return FailedPreconditionError(fmt::format(
-        "{}: checkpoint {} was made by a different job (model {}, batch_size {}, seed {}); this "
-        "job has model {}, batch_size {}, seed {}: use another checkpoint.dir or resume: never",
-        store->dir(), loaded->info.id, c.model, c.batch_size, c.seed, spec.model, spec.batch_size,
-        spec.seed));
-  }
-  if (c.threads != counters.threads || c.blas != counters.blas) {
-    spdlog::warn(
-        "checkpoint was made with {} threads and BLAS {}; this run has {} and {}: "
-        "training continues, but not bit-for-bit",
-        c.threads, c.blas, counters.threads, counters.blas);
-  }
-  int threads = counters.threads;
-  std::string blas = counters.blas;
-  counters = c;
-  counters.threads = threads;
-  counters.blas = blas;
-  skipped = {c.skipped_batches.begin(), c.skipped_batches.end()};
-  parent_version = loaded->info.id;
-  last_saved_step = c.step;
-  summary.resumed_from_step = c.step;
-  summary.resumed_from_version = loaded->info.id;
-  std::string tier =
-      loaded->info.tiers.empty() ? "local" : std::string(ckpt::TierName(loaded->info.tiers[0]));
-  spdlog::info("resuming from checkpoint {} ({} tier; step {}, epoch {}, sample {} of the epoch)",
-               loaded->info.id, tier, c.step, c.epoch, c.index_in_epoch);
+  SPOT_ASSIGN_OR_RETURN(ResumeInfo r, ckpt->Resume(Refs()));
+  runner->Reset();
+  summary.resumed_from_step = r.step;
+  summary.resumed_from_version = r.version;
   return Status::Ok();
 }
 
 void Trainer::Impl::CollectSaveReports() {
-  for (const ckpt::SaveReport& r : saver->TakeCompleted()) {
+  for (const ckpt::SaveReport& r : ckpt->TakeCompleted()) {
     ++summary.checkpoints_saved;
     summary.checkpoint_write_seconds += r.write_s;
     summary.checkpoint_bytes += r.info.file_bytes;
@@ -226,101 +151,14 @@ void Trainer::Impl::CollectSaveReports() {
 }
 
 Status Trainer::Impl::SaveCheckpoint() {
-  auto t0 = Clock::now();
-  SPOT_ASSIGN_OR_RETURN(ckpt::Container * c, saver->Acquire());
-  c->Recycle();
-  counters.skipped_batches.assign(skipped.begin(), skipped.end());
-  SPOT_RETURN_IF_ERROR(CaptureTrainState(*model, *optimizer, spec.optimizer.type, counters, c));
-  nlohmann::json meta = {{"epoch", counters.epoch},
-                         {"index_in_epoch", counters.index_in_epoch},
-                         {"test_accuracy", counters.last_test_accuracy}};
+  std::optional<double> test_loss;
   if (!summary.epochs.empty() && summary.epochs.back().step == counters.step) {
-    meta["test_loss"] = summary.epochs.back().test_loss;
+    test_loss = summary.epochs.back().test_loss;
   }
-  if (counters.rollbacks > 0) meta["rollbacks"] = counters.rollbacks;
-  parent_version = saver->Submit(c, {.step = counters.step,
-                                     .parent = parent_version,
-                                     .meta_json = meta.dump(),
-                                     .plan = CodecPlanFor(spec.checkpoint)});
-  if (!spec.checkpoint.async) SPOT_RETURN_IF_ERROR(saver->Flush());
-  double blocking = Seconds(t0, Clock::now());
+  SPOT_ASSIGN_OR_RETURN(double blocking, ckpt->Save(Refs(), test_loss));
   summary.checkpoint_seconds += blocking;
-  if (interval) interval->RecordSave(blocking);
-  last_saved_step = counters.step;
-  last_save_time = Clock::now();
   CollectSaveReports();
   return Status::Ok();
-}
-
-Status Trainer::Impl::AppendEvent(const nlohmann::json& event) {
-  std::string path = (std::filesystem::path(spec.output_dir) / "events.jsonl").string();
-  std::FILE* f = std::fopen(path.c_str(), "a");
-  if (!f) return UnavailableError("cannot append to " + path);
-  std::string line = event.dump() + "\n";
-  bool ok = std::fwrite(line.data(), 1, line.size(), f) == line.size();
-  ok = std::fflush(f) == 0 && ok;
-  ok = ::fsync(::fileno(f)) == 0 && ok;
-  std::fclose(f);
-  return ok ? Status::Ok() : UnavailableError("writing " + path);
-}
-
-Status Trainer::Impl::Rollback(int64_t batch, const std::string& reason) {
-  const RollbackSpec& rb = spec.rollback;
-  int64_t at_step = counters.step + 1;
-  if (!rb.enabled) return AbortedError(fmt::format("{} at step {}", reason, at_step));
-  if (counters.rollbacks >= rb.max_rollbacks) {
-    return AbortedError(fmt::format("{} at step {}, after {} rollbacks (rollback.max_rollbacks)",
-                                    reason, at_step, counters.rollbacks));
-  }
-  // Every version written so far must be visible before choosing one.
-  SPOT_RETURN_IF_ERROR(saver->Flush());
-  CollectSaveReports();
-  int64_t before = at_step;
-  if (last_anomaly_step >= 0 && at_step <= last_anomaly_step) before = last_restored_step;
-  auto loaded = store->LoadNewestValid(before);
-  if (!loaded.ok()) {
-    return AbortedError(
-        fmt::format("{} at step {}, and no checkpoint before step {} to roll "
-                    "back to",
-                    reason, at_step, before));
-  }
-  TrainerCounters now = counters;
-  SPOT_ASSIGN_OR_RETURN(TrainerCounters c, RestoreTrainState(loaded->container, *model, *optimizer,
-                                                             spec.optimizer.type));
-  for (int64_t k = 0; k < rb.skip_batches; ++k) skipped.insert(batch + k);
-  counters = c;
-  counters.threads = now.threads;
-  counters.blas = now.blas;
-  counters.rollbacks = now.rollbacks + 1;
-  counters.lr_scale = now.lr_scale * rb.lr_factor;
-  counters.skipped_batches.assign(skipped.begin(), skipped.end());
-  parent_version = loaded->info.id;
-  last_anomaly_step = std::max(last_anomaly_step, at_step);
-  last_restored_step = c.step;
-  RollbackEvent e{.at_step = at_step,
-                  .batch = batch,
-                  .reason = reason,
-                  .restored_version = loaded->info.id,
-                  .restored_step = c.step,
-                  .lr_scale = counters.lr_scale};
-  summary.rollbacks.push_back(e);
-  spdlog::warn(
-      "{} at step {}: rolled back to checkpoint {} (step {}); skipping batch{} {}{}, "
-      "learning rate x{:g}",
-      reason, at_step, e.restored_version, e.restored_step, rb.skip_batches > 1 ? "es" : "", batch,
-      rb.skip_batches > 1 ? fmt::format("-{}", batch + rb.skip_batches - 1) : "",
-      counters.lr_scale);
-  return AppendEvent({{"event", "rollback"},
-                      {"at_step", e.at_step},
-                      {"batch", e.batch},
-                      {"reason", e.reason},
-                      {"restored_version", e.restored_version},
-                      {"restored_step", e.restored_step},
-                      {"skipped_batches", counters.skipped_batches},
-                      {"lr_scale", e.lr_scale},
-                      {"unix_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                                      std::chrono::system_clock::now().time_since_epoch())
-                                      .count()}});
 }
 
 EpochResult Trainer::Impl::Evaluate() {
@@ -335,151 +173,92 @@ EpochResult Trainer::Impl::Evaluate() {
 Status Trainer::Impl::Stop(int sig) {
   summary.stopped_by_signal = sig;
   spdlog::warn("{}: saving a checkpoint at step {} and stopping", strsignal(sig), counters.step);
-  if (last_saved_step != counters.step) SPOT_RETURN_IF_ERROR(SaveCheckpoint());
+  if (ckpt->last_saved_step() != counters.step) SPOT_RETURN_IF_ERROR(SaveCheckpoint());
   auto deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double>(spec.checkpoint.flush_deadline_s));
-  Status st = saver->Flush(deadline);
+  Status st = ckpt->Flush(deadline);
   CollectSaveReports();
   return st;
+}
+
+// After a committed or skipped batch: evaluation at an epoch's end and at the last step.
+void Trainer::Impl::AfterBatch(const BatchEnd& end, bool terminal) {
+  if (!end.epoch_done && !end.last) return;
+  EpochResult r = Evaluate();
+  r.epoch = end.epoch;
+  counters.last_test_accuracy = r.test_accuracy;
+  summary.epochs.push_back(r);
+  if (terminal) std::fputs("\r\033[K", stderr);
+  spdlog::info("epoch {}{} step {}: test accuracy {:.2f}%, test loss {:.4f}", r.epoch + 1,
+               end.epoch_done ? "" : " (partial)", r.step, r.test_accuracy * 100, r.test_loss);
+}
+
+// One batch: skipped for good, rolled back past, or trained and logged.
+Status Trainer::Impl::TrainStep(Progress& progress) {
+  const Slice batch = runner->NextBatch();
+  if (runner->NextIsSkipped()) {
+    AfterBatch(runner->Advance(batch), progress.terminal());
+    return Status::Ok();
+  }
+  const auto t0 = Clock::now();
+  // A step is "during a save" when a write is pending at its start or end.
+  const bool saving_at_start = ckpt->busy();
+  SPOT_ASSIGN_OR_RETURN(StepOutcome step, runner->Run(batch, batch, sync));
+  if (!step.committed) {
+    SPOT_ASSIGN_OR_RETURN(RollbackEvent e, ckpt->Rollback(Refs(), step.batch, step.anomaly));
+    CollectSaveReports();
+    summary.rollbacks.push_back(e);
+    runner->Reset();
+    return Status::Ok();
+  }
+  const double step_s = Seconds(t0, Clock::now());
+  train_seconds += step_s;
+  train_samples += batch.size();
+  last_loss = step.loss;
+  ckpt->RecordStep(step_s, saving_at_start || ckpt->busy());
+  step_log.Append(StepLogLine({counters.step, counters.epoch, step.loss, step.lr}));
+  const BatchEnd end = runner->Advance(batch);
+  AfterBatch(end, progress.terminal());
+  if (ckpt->Due(counters.step)) SPOT_RETURN_IF_ERROR(SaveCheckpoint());
+  const double rate = train_seconds > 0 ? static_cast<double>(train_samples) / train_seconds : 0;
+  progress.Update(counters.step,
+                  fmt::format("epoch {} loss {:.4f} lr {:.2e} {:.0f} samples/s",
+                              counters.epoch + (end.epoch_done ? 0 : 1), step.loss, step.lr, rate));
+  return Status::Ok();
 }
 
 Status Trainer::Impl::TrainLoop() {
   model->train();
   Progress progress({.label = "train",
-                     .total = total_steps,
+                     .total = runner->total_steps(),
                      .start = counters.step,
                      .log_interval_s = opt.log_interval_s,
                      .force_plain = opt.plain_progress});
-  const int64_t n = train.size();
-  const int64_t b = spec.batch_size;
-  const int64_t nan_batch = spec.faults.nan_loss_at_step - 1;  // -1: no fault
-  const int64_t spike_batch = spec.faults.spike_loss_at_step - 1;
-  const RollbackSpec& rb = spec.rollback;
-  const double ema_alpha = 2.0 / (static_cast<double>(rb.window) + 1);
-  at::Tensor order;
-  int64_t order_epoch = -1;
-  at::Tensor x = at::empty({b, 1, train.images.size(2), train.images.size(3)});
-  at::Tensor y = at::empty({b}, at::kLong);
-  double train_seconds = 0;
-  int64_t train_samples = 0;
-  float loss_value = 0;
-  double lr = 0;
-  auto& groups = optimizer->param_groups();
-  last_save_time = Clock::now();
   // A fresh run with rollback on saves its initial state: something to roll back to.
-  if (rb.enabled && last_saved_step < 0) SPOT_RETURN_IF_ERROR(SaveCheckpoint());
-
-  // Moves past the batch [begin, end): epoch accounting and evaluation.
-  auto finish_batch = [&](int64_t end) {
-    counters.index_in_epoch = end;
-    bool epoch_done = end == n;
-    if (epoch_done) {
-      ++counters.epoch;
-      counters.index_in_epoch = 0;
-    }
-    bool last = counters.step == total_steps || (spec.epochs > 0 && counters.epoch == spec.epochs);
-    if (epoch_done || last) {
-      EpochResult r = Evaluate();
-      r.epoch = epoch_done ? counters.epoch - 1 : counters.epoch;
-      counters.last_test_accuracy = r.test_accuracy;
-      summary.epochs.push_back(r);
-      if (progress.terminal()) std::fputs("\r\033[K", stderr);
-      spdlog::info("epoch {}{} step {}: test accuracy {:.2f}%, test loss {:.4f}", r.epoch + 1,
-                   epoch_done ? "" : " (partial)", r.step, r.test_accuracy * 100, r.test_loss);
-    }
-    return epoch_done;
-  };
-
-  while (counters.step < total_steps && (spec.epochs == 0 || counters.epoch < spec.epochs)) {
+  if (spec.rollback.enabled && ckpt->last_saved_step() < 0) SPOT_RETURN_IF_ERROR(SaveCheckpoint());
+  while (!runner->Finished()) {
     if (int sig = g_stop_signal.load(); sig != 0) return Stop(sig);
-    if (g_checkpoint_request.exchange(false) && last_saved_step != counters.step) {
+    if (g_checkpoint_request.exchange(false) && ckpt->last_saved_step() != counters.step) {
       spdlog::info("checkpoint requested (SIGUSR1) at step {}", counters.step);
       SPOT_RETURN_IF_ERROR(SaveCheckpoint());
     }
-    auto t0 = Clock::now();
-    // A step is "during a save" when a write is pending at its start or end.
-    const bool saving_at_start = interval && saver->busy();
-    if (order_epoch != counters.epoch) {
-      std::vector<int64_t> o = EpochOrder(static_cast<uint64_t>(spec.seed), counters.epoch, n);
-      order = at::from_blob(o.data(), {n}, at::kLong).clone();
-      order_epoch = counters.epoch;
-    }
-    int64_t begin = counters.index_in_epoch;
-    int64_t end = std::min(n, begin + b);
-    const int64_t batch = GlobalBatch();
-    if (skipped.count(batch)) {
-      finish_batch(end);
-      continue;
-    }
-    at::Tensor idx = order.slice(0, begin, end);
-    if (x.size(0) != end - begin) {
-      x.resize_({end - begin, x.size(1), x.size(2), x.size(3)});
-      y.resize_({end - begin});
-    }
-    at::index_select_out(x, train.images, 0, idx);
-    at::index_select_out(y, train.labels, 0, idx);
-
-    lr = LearningRate(spec.schedule, spec.optimizer.lr, counters.step, total_steps) *
-         counters.lr_scale;
-    for (auto& g : groups) g.options().set_lr(lr);
-    optimizer->zero_grad();
-    at::Tensor loss = at::cross_entropy_loss(model->forward(x), y);
-    if (batch == nan_batch) loss = loss * std::numeric_limits<float>::quiet_NaN();
-    if (batch == spike_batch) loss = loss * 1000;
-    loss_value = loss.item<float>();
-    // Judge the loss before it touches the weights.
-    std::string anomaly;
-    if (!std::isfinite(loss_value)) {
-      anomaly = fmt::format("loss is {}", loss_value);
-    } else if (rb.enabled && counters.loss_ema_steps >= rb.warmup_steps &&
-               loss_value > rb.spike_factor * counters.loss_ema) {
-      anomaly = fmt::format("loss spike: {:.4g} > {:g} x {:.4g}", loss_value, rb.spike_factor,
-                            counters.loss_ema);
-    }
-    if (!anomaly.empty()) {
-      SPOT_RETURN_IF_ERROR(Rollback(batch, anomaly));
-      order_epoch = -1;
-      continue;
-    }
-    loss.backward();
-    optimizer->step();
-    counters.loss_ema = counters.loss_ema_steps == 0
-                            ? loss_value
-                            : counters.loss_ema + ema_alpha * (loss_value - counters.loss_ema);
-    ++counters.loss_ema_steps;
-    double step_s = Seconds(t0, Clock::now());
-    train_seconds += step_s;
-    train_samples += end - begin;
-    if (interval) interval->RecordStep(step_s, saving_at_start || saver->busy());
-
-    ++counters.step;
-    if (step_log) {
-      std::fputs(StepLogLine({counters.step, counters.epoch, loss_value, lr}).c_str(), step_log);
-    }
-    bool epoch_done = finish_batch(end);
-    const bool save = ckpt::SaveDue(interval ? &*interval : nullptr, spec.checkpoint.interval_steps,
-                                    counters.step, Seconds(last_save_time, Clock::now()));
-    if (save) SPOT_RETURN_IF_ERROR(SaveCheckpoint());
-    double rate = train_seconds > 0 ? static_cast<double>(train_samples) / train_seconds : 0;
-    progress.Update(counters.step,
-                    fmt::format("epoch {} loss {:.4f} lr {:.2e} {:.0f} samples/s",
-                                counters.epoch + (epoch_done ? 0 : 1), loss_value, lr, rate));
+    SPOT_RETURN_IF_ERROR(TrainStep(progress));
   }
-  if (last_saved_step != counters.step) SPOT_RETURN_IF_ERROR(SaveCheckpoint());
-  SPOT_RETURN_IF_ERROR(saver->Flush());
+  if (ckpt->last_saved_step() != counters.step) SPOT_RETURN_IF_ERROR(SaveCheckpoint());
+  SPOT_RETURN_IF_ERROR(ckpt->Flush());
   CollectSaveReports();
   summary.train_samples_per_s =
       train_seconds > 0 ? static_cast<double>(train_samples) / train_seconds : 0;
-  if (interval) {
-    summary.checkpoint_overhead = interval->MeasuredOverhead();
-    summary.checkpoint_interval_s = interval->IntervalSeconds();
+  if (ckpt->has_interval()) {
+    summary.checkpoint_overhead = ckpt->MeasuredOverhead();
+    summary.checkpoint_interval_s = ckpt->IntervalSeconds();
   } else if (train_seconds > 0) {
     summary.checkpoint_overhead =
         summary.checkpoint_seconds / (train_seconds + summary.checkpoint_seconds);
   }
   progress.Finish(
-      fmt::format("loss {:.4f} {:.0f} samples/s", loss_value, summary.train_samples_per_s));
+      fmt::format("loss {:.4f} {:.0f} samples/s", last_loss, summary.train_samples_per_s));
   return Status::Ok();
 }
 
@@ -570,8 +349,8 @@ Result<TrainSummary> Trainer::Run() {
     SPOT_RETURN_IF_ERROR(m.MaybeResume());
     int64_t start = m.counters.step;
     spdlog::info("training {} on {} ({} samples, batch {}): {} steps, {} per epoch, {} threads",
-                 m.spec.model, m.spec.dataset, m.train.size(), m.spec.batch_size, m.total_steps,
-                 m.steps_per_epoch, m.counters.threads);
+                 m.spec.model, m.spec.dataset, m.train.size(), m.spec.batch_size,
+                 m.runner->total_steps(), m.runner->steps_per_epoch(), m.counters.threads);
     SPOT_RETURN_IF_ERROR(m.TrainLoop());
     m.summary.steps_this_run = m.counters.step - start;
     m.summary.steps = m.counters.step;

@@ -12,60 +12,51 @@
 #include <vector>
 
 #include "core/status.h"
+#include "train/checkpointer.h"
 #include "train/train_spec.h"
 
 namespace spot::train {
 
 struct TrainOptions {
-  std::string step_log_path;   // when set, appends "step,epoch,loss,lr" per step (exact floats)
-  bool plain_progress = false; // periodic log lines even on a terminal
-  double log_interval_s = 10;  // seconds between plain progress lines
+  std::string step_log_path;    // when set, appends "step,epoch,loss,lr" per step (exact floats)
+  bool plain_progress = false;  // periodic log lines even on a terminal
+  double log_interval_s = 10;   // seconds between plain progress lines
   // Install handlers: SIGUSR1 saves a checkpoint now; SIGTERM and SIGINT save
   // one, wait up to checkpoint.flush_deadline_s for it to be written and
   // replicated, and stop (TrainSummary::stopped_by_signal).
   bool handle_signals = false;
 };
 
-// One automatic rollback (also appended to <output_dir>/events.jsonl).
-struct RollbackEvent {
-  int64_t at_step = 0;            // the step whose loss diverged
-  int64_t batch = 0;              // its global batch number (skipped from now on)
-  std::string reason;             // "loss is nan", "loss spike: 7.1 > 5 x 0.42"
-  int64_t restored_version = 0;
-  int64_t restored_step = 0;
-  double lr_scale = 1;            // multiplier in force afterwards
-};
-
 struct EpochResult {
-  int64_t epoch = 0;           // 0-based
-  int64_t step = 0;            // optimizer steps completed at its end
-  double test_accuracy = 0;    // fraction in [0, 1]
+  int64_t epoch = 0;         // 0-based
+  int64_t step = 0;          // optimizer steps completed at its end
+  double test_accuracy = 0;  // fraction in [0, 1]
   double test_loss = 0;
 };
 
 struct TrainSummary {
-  int64_t steps = 0;                 // optimizer steps completed in all
-  int64_t steps_this_run = 0;        // of which this process ran
-  int64_t resumed_from_step = -1;    // -1 when it started fresh
+  int64_t steps = 0;               // optimizer steps completed in all
+  int64_t steps_this_run = 0;      // of which this process ran
+  int64_t resumed_from_step = -1;  // -1 when it started fresh
   int64_t resumed_from_version = -1;
-  std::vector<EpochResult> epochs;   // evaluations this process ran
-  double test_accuracy = 0;          // after the last step
+  std::vector<EpochResult> epochs;  // evaluations this process ran
+  double test_accuracy = 0;         // after the last step
   double test_loss = 0;
-  double train_samples_per_s = 0;    // training steps only (no eval, no checkpoint)
-  double checkpoint_seconds = 0;     // time training waited for saves (snapshots), this run
+  double train_samples_per_s = 0;  // training steps only (no eval, no checkpoint)
+  double checkpoint_seconds = 0;   // time training waited for saves (snapshots), this run
   int64_t checkpoints_saved = 0;
-  double checkpoint_write_seconds = 0;  // background encode + write time
-  uint64_t checkpoint_bytes = 0;     // bytes written to the local tier
+  double checkpoint_write_seconds = 0;    // background encode + write time
+  uint64_t checkpoint_bytes = 0;          // bytes written to the local tier
   uint64_t checkpoint_payload_bytes = 0;  // raw state bytes those saves held
   int64_t delta_checkpoints = 0;
   double checkpoint_overhead = 0;    // measured fraction of training time lost to saves
   double checkpoint_interval_s = 0;  // interval in force at the end (auto) or 0
   std::vector<RollbackEvent> rollbacks;
-  int stopped_by_signal = 0;         // the signal that stopped training early, 0 if none
+  int stopped_by_signal = 0;  // the signal that stopped training early, 0 if none
   int64_t last_checkpoint_version = -1;
   double wall_seconds = 0;
-  std::string model_path;            // state dict for Python (torch.load)
-  std::string summary_path;          // this summary as JSON
+  std::string model_path;    // state dict for Python (torch.load)
+  std::string summary_path;  // this summary as JSON
 };
 
 // The BLAS library serving libblas.so.3 ("openblas-openmp", ...; "unknown").

@@ -390,8 +390,8 @@ TEST_F(ElasticTest, WhenNoWorkerSurvivesTheJobResumesFromItsCheckpoint) {
   ASSERT_EQ(again.exit_code, 0) << again.err;
   // Checkpoints every 50 steps: the newest complete one is at 100 or later.
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(again.err, m,
-                                std::regex("resuming from checkpoint \\d+ \\(step (\\d+)\\)")))
+  ASSERT_TRUE(std::regex_search(
+      again.err, m, std::regex("resuming from checkpoint \\d+ \\(\\w+ tier; step (\\d+),")))
       << again.err;
   int64_t from = std::stoll(m[1]);
   EXPECT_GE(from, 100);
@@ -443,6 +443,38 @@ TEST_F(ElasticTest, EveryCompressionChoiceTrainsAndSendsWhatItPromises) {
   EXPECT_EQ(s["bf16"]["bytes_sent_per_step"].get<double>(), none_bytes / 2);
   EXPECT_LT(s["powersgd"]["bytes_sent_per_step"].get<double>(), none_bytes / 10);
   EXPECT_EQ(s["topk"]["bytes_sent_per_step"].get<double>(), 8 * 2352);  // ceil(1% of 235,146)
+}
+
+// The anomaly guard of the one training loop, across workers: both judge the
+// same global loss, rank 0 restores the checkpoint before it and broadcasts
+// it, and the diverged batch is skipped by both for good.
+TEST_F(ElasticTest, ADivergedLossRollsBackEveryWorkerTogether) {
+  fs::path out = dir_ / "run";
+  fs::path job =
+      WriteJob("job", ElasticJobYaml(out, 1, 3200, "  max_workers: 2\n  join_window_s: 60\n") +
+                          "faults: {nan_loss_at_step: 70}\n");
+  fs::path logs = dir_ / "logs";
+  ProcessResult r = Spot({"train", job.string(), "--nproc", "2", "--plain", "--log-dir",
+                          logs.string(), "--step-log", (dir_ / "steps.csv").string()},
+                         "run");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("loss is nan at step 70: rolled back to checkpoint"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(Summary(out)["steps"], 99);  // 100 batches of the epoch, one skipped
+  EXPECT_GT(Summary(out)["test_accuracy"].get<double>(), 0.6);
+  // Both workers passed over the batch: no sample of it was trained on after the rollback.
+  std::vector<SampleRecord> rs = ReadSampleLogs(FilesEndingWith(logs, ".samples.csv"));
+  ASSERT_FALSE(rs.empty());
+  int64_t after_rollback = 0;
+  for (const SampleRecord& s : rs) {
+    if (s.step > 50) ++after_rollback;
+    EXPECT_NE(s.batch_begin, 69 * 32) << "step " << s.step;
+  }
+  EXPECT_GT(after_rollback, 0);
+  std::ifstream events(out / "events.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(events, line));
+  EXPECT_EQ(json::parse(line)["restored_step"], 50);
 }
 
 TEST_F(ElasticTest, BadRendezvousAddressesAreClearErrors) {

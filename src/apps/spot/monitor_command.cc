@@ -16,6 +16,7 @@
 #include "control/api_server.h"
 #include "control/dashboard_data.h"
 #include "control/job_store.h"
+#include "core/clock.h"
 #include "core/file_io.h"
 #include "core/job_files.h"
 #include "monitor/dashboard.h"
@@ -24,10 +25,6 @@ namespace spot::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-double WallNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 int Fail(const Status& s) {
   fmt::print(stderr, "error: {}\n", s.message());
@@ -48,7 +45,7 @@ struct JobRecords {
             .job_dir = job.job_dir,
             .epochs = job.train.epochs,
             .live = live,
-            .wall_now_unix_s = WallNow()};
+            .wall_now_unix_s = RealClock()->NowUnixS()};
   }
 };
 

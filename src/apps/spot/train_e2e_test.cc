@@ -1,6 +1,6 @@
 // End-to-end tests of `spot train`: the real binary as child processes,
 // SIGKILLed from outside, resumed, compared bit for bit.
-#include <optional>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -8,17 +8,16 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
-#include "core/temp_dir.h"
 #include "apps/spot/e2e_support.h"
 #include "apps/spot/test_process.h"
 #include "ckpt/store.h"
 #include "core/file_io.h"
+#include "core/temp_dir.h"
 
 namespace spot {
 namespace {
@@ -191,7 +190,8 @@ TEST_F(CorruptionTest, DamagedNewestIsSkippedForThePreviousOne) {
          f.put('\x5a');
        },
        "checksum"},
-      {"no_manifest", [](const fs::path& d) { fs::remove(d / CheckpointStore::ManifestFileName(4)); },
+      {"no_manifest",
+       [](const fs::path& d) { fs::remove(d / CheckpointStore::ManifestFileName(4)); },
        "no manifest"},
   };
   for (const Case& c : cases) {
@@ -210,7 +210,8 @@ TEST_F(CorruptionTest, DamagedNewestIsSkippedForThePreviousOne) {
 
 TEST_F(CorruptionTest, NoValidCheckpointStartsFreshAndSaysSo) {
   ProcessResult r = ResumeAfter("all_bad", [](const fs::path& d) {
-    for (int id = 1; id <= 4; ++id) fs::resize_file(d / ckpt::CheckpointStore::DataFileName(id), 64);
+    for (int id = 1; id <= 4; ++id)
+      fs::resize_file(d / ckpt::CheckpointStore::DataFileName(id), 64);
   });
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("no valid checkpoint; starting fresh"), std::string::npos) << r.err;
@@ -218,11 +219,40 @@ TEST_F(CorruptionTest, NoValidCheckpointStartsFreshAndSaysSo) {
 }
 
 TEST_F(CorruptionTest, EmptyDirectoryStartsFresh) {
-  ProcessResult r = ResumeAfter("empty", [](const fs::path& d) {
-    fs::remove_all(d);
-  });
+  ProcessResult r = ResumeAfter("empty", [](const fs::path& d) { fs::remove_all(d); });
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("no checkpoint in"), std::string::npos) << r.err;
+}
+
+// One training loop: the single-process trainer and one elastic worker run
+// the same step (the same rollback included), so their step logs are bitwise
+// equal, and so are the models they end with.
+TEST_F(SpotTrainTest, OneProcessAndOneElasticWorkerTrainBitForBitTheSame) {
+  Job j;
+  j.steps = 120;
+  auto yaml = [&](const std::string& name) {
+    return JobYaml(j, dir_ / name) + "faults: {nan_loss_at_step: 57}\n";
+  };
+  ProcessResult single = Train(WriteJob("single", yaml("single")), dir_ / "single.csv", "single");
+  ASSERT_EQ(single.exit_code, 0) << single.err;
+  ProcessResult elastic = Spot({"train", WriteJob("elastic", yaml("elastic")).string(), "--nproc",
+                                "1", "--plain", "--step-log", (dir_ / "elastic.csv").string()},
+                               "elastic");
+  ASSERT_EQ(elastic.exit_code, 0) << elastic.err;
+  const StepLog a = ReadStepLog(dir_ / "single.csv");
+  const StepLog b = ReadStepLog(dir_ / "elastic.csv");
+  ASSERT_EQ(a.size(), 120u);
+  ASSERT_EQ(b.size(), 120u);
+  for (int64_t s = 1; s <= 120; ++s) EXPECT_EQ(a.at(s), b.at(s)) << "step " << s;
+  EXPECT_NE(elastic.err.find("loss is nan at step 57: rolled back to checkpoint"),
+            std::string::npos)
+      << elastic.err;
+  std::ifstream events(dir_ / "elastic" / "events.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(events, line));
+  EXPECT_EQ(nlohmann::json::parse(line)["skipped_batches"], nlohmann::json::array({56}));
+  EXPECT_EQ(*ReadFile((dir_ / "single" / "model.pt").string()),
+            *ReadFile((dir_ / "elastic" / "model.pt").string()));
 }
 
 TEST_F(SpotTrainTest, CheckpointOfAnotherJobIsRefused) {
@@ -281,7 +311,8 @@ TEST_F(SpotTrainTest, BadInputIsRejectedWithClearMessages) {
     EXPECT_FALSE(fs::exists(dir_ / "out")) << "nothing is written for bad input";
   }
   // The line is named too.
-  ProcessResult r = Train(WriteJob("line", replace("batch_size: 16", "batch_size: -8")), "", "line");
+  ProcessResult r =
+      Train(WriteJob("line", replace("batch_size: 16", "batch_size: -8")), "", "line");
   EXPECT_NE(r.err.find("line.yaml:7:13: batch_size"), std::string::npos) << r.err;
   // A file that does not exist, and command-line misuse.
   r = Train(dir_ / "absent.yaml", "", "absent");
@@ -307,10 +338,10 @@ TEST_F(SpotTrainTest, PythonLoadsTheModelWithTheSameAccuracy) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto summary = nlohmann::json::parse(*ReadFile((dir_ / "run" / "summary.json").string()));
   double cpp_accuracy = summary["test_accuracy"];
-  ProcessResult py = RunProcess({"/usr/bin/python3", SPOT_SOURCE_DIR "/python/eval_model.py",
-                                 "--model", "cnn", "--state", (dir_ / "run" / "model.pt").string(),
-                                 "--data", kDataset},
-                                (dir_ / "python").string());
+  ProcessResult py =
+      RunProcess({"/usr/bin/python3", SPOT_SOURCE_DIR "/python/eval_model.py", "--model", "cnn",
+                  "--state", (dir_ / "run" / "model.pt").string(), "--data", kDataset},
+                 (dir_ / "python").string());
   ASSERT_EQ(py.exit_code, 0) << py.err;
   auto got = nlohmann::json::parse(py.out);
   EXPECT_EQ(got["count"], 10000);

@@ -14,6 +14,7 @@
 #include "apps/spot/exit_code.h"
 #include "apps/spot/worker_monitor.h"
 #include "cloud/termination_watcher.h"
+#include "core/clock.h"
 #include "dist/c10d_stores.h"
 #include "dist/elastic_trainer.h"
 #include "train/train_spec.h"
@@ -88,9 +89,7 @@ int RunWorkerCommand(const WorkerArgs& args) {
                    (*source)->endpoint());
       watcher = std::make_unique<cloud::TerminationWatcher>(
           std::move(source).value(), args.notice_poll_s, [](const cloud::Notice& n) {
-            const double now =
-                std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-                    .count();
+            const double now = RealClock()->NowUnixS();
             // GCP gives no time: its documented budget is 30 s.
             const double deadline = n.time_unix_s > 0 ? n.time_unix_s : now + 30;
             spdlog::warn("termination notice ({} {}): {:.1f} s left; saving and leaving",

@@ -1,4 +1,4 @@
-#include "dist/partition.h"
+#include "train/partition.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <random>
 #include <set>
 
-namespace spot::dist {
+namespace spot::train {
 namespace {
 
 TEST(PartitionTest, GlobalBatchesTileTheEpoch) {
@@ -68,4 +68,4 @@ TEST(PartitionTest, WeightsFromThroughputFillsUnknownAndIgnoresNoise) {
 }
 
 }  // namespace
-}  // namespace spot::dist
+}  // namespace spot::train

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace spot::dist {
+namespace spot::train {
 
 struct Slice {
   int64_t begin = 0;  // positions in the epoch's order, [begin, end)
@@ -35,4 +35,4 @@ std::vector<Slice> SplitBatch(Slice batch, const std::vector<double>& weights);
 std::vector<double> WeightsFromThroughput(const std::vector<double>& samples_per_s,
                                           double tolerance = 0.1);
 
-}  // namespace spot::dist
+}  // namespace spot::train

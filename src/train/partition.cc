@@ -1,10 +1,10 @@
-#include "dist/partition.h"
+#include "train/partition.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-namespace spot::dist {
+namespace spot::train {
 
 Slice GlobalBatch(int64_t k, int64_t batch_size, int64_t n) {
   int64_t begin = std::min(n, k * batch_size);
@@ -57,4 +57,4 @@ std::vector<double> WeightsFromThroughput(const std::vector<double>& samples_per
   return w;
 }
 
-}  // namespace spot::dist
+}  // namespace spot::train

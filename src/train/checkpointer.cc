@@ -1,0 +1,242 @@
+#include "train/checkpointer.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/clock.h"
+#include "ckpt/interval.h"
+#include "ckpt/store.h"
+#include "core/file_io.h"
+#include "train/train_setup.h"
+#include "train/train_state.h"
+
+namespace spot::train {
+namespace {
+
+double Seconds(Checkpointer::Clock::time_point a, Checkpointer::Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+struct Checkpointer::Impl {
+  TrainSpec spec;
+  std::unique_ptr<ckpt::CheckpointStore> store;
+  std::unique_ptr<ckpt::AsyncSaver> saver;
+  std::optional<ckpt::IntervalPolicy> interval;
+  int64_t parent_version = -1;
+  Clock::time_point last_save_time = Clock::now();
+  // A second divergence before passing the first one rolls back further than
+  // the version restored the first time.
+  int64_t last_anomaly_step = -1;
+  int64_t last_restored_step = -1;
+
+  Status AppendEvent(const nlohmann::json& event) const;
+};
+
+Status Checkpointer::Impl::AppendEvent(const nlohmann::json& event) const {
+  std::string path = (std::filesystem::path(spec.output_dir) / "events.jsonl").string();
+  SPOT_ASSIGN_OR_RETURN(AppendLog log, AppendLog::Open(path));
+  log.Append(event.dump() + "\n");
+  return log.Sync();
+}
+
+Status RollbackAllowed(const RollbackSpec& rb, int64_t rollbacks_so_far, const std::string& reason,
+                       int64_t at_step) {
+  if (!rb.enabled) return DataLossError(fmt::format("{} at step {}", reason, at_step));
+  if (rollbacks_so_far >= rb.max_rollbacks) {
+    return DataLossError(fmt::format("{} at step {}, after {} rollbacks (rollback.max_rollbacks)",
+                                     reason, at_step, rollbacks_so_far));
+  }
+  return Status::Ok();
+}
+
+Checkpointer::Checkpointer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Checkpointer::~Checkpointer() = default;
+
+Result<std::unique_ptr<Checkpointer>> Checkpointer::Open(const TrainSpec& spec) {
+  auto m = std::make_unique<Impl>();
+  m->spec = spec;
+  const CheckpointSpec& ck = spec.checkpoint;
+  SPOT_ASSIGN_OR_RETURN(
+      m->store, ckpt::CheckpointStore::Open(
+                    {.dir = ck.dir, .durable_dir = ck.durable_dir, .retention = RetentionFor(ck)}));
+  m->saver = std::make_unique<ckpt::AsyncSaver>(
+      m->store.get(), ckpt::AsyncSaverOptions{.delta = ck.delta != "none",
+                                              .full_every = static_cast<int>(ck.full_every)});
+  if (ck.interval == "auto") {
+    m->interval.emplace(
+        ckpt::IntervalOptions{.mtbf_s = ck.mtbf_hours * 3600, .max_overhead = ck.max_overhead});
+  }
+  return std::unique_ptr<Checkpointer>(new Checkpointer(std::move(m)));
+}
+
+bool Checkpointer::Due(int64_t step) const {
+  if (step == last_saved_step_) return false;
+  const Impl& m = *impl_;
+  return ckpt::SaveDue(m.interval ? &*m.interval : nullptr, m.spec.checkpoint.interval_steps, step,
+                       Seconds(m.last_save_time, Clock::now()));
+}
+
+Result<double> Checkpointer::Save(const TrainRefs& s, std::optional<double> test_loss) {
+  Impl& m = *impl_;
+  const auto t0 = Clock::now();
+  const TrainerCounters& c = *s.counters;
+  SPOT_ASSIGN_OR_RETURN(ckpt::Container * box, m.saver->Acquire());
+  box->Recycle();
+  SPOT_RETURN_IF_ERROR(CaptureTrainState(*s.model, *s.optimizer, s.optimizer_type, c, box));
+  nlohmann::json meta = {{"epoch", c.epoch},
+                         {"index_in_epoch", c.index_in_epoch},
+                         {"test_accuracy", c.last_test_accuracy}};
+  if (test_loss) meta["test_loss"] = *test_loss;
+  if (c.rollbacks > 0) meta["rollbacks"] = c.rollbacks;
+  m.parent_version = m.saver->Submit(box, {.step = c.step,
+                                           .parent = m.parent_version,
+                                           .meta_json = meta.dump(),
+                                           .plan = CodecPlanFor(m.spec.checkpoint)});
+  if (!m.spec.checkpoint.async) SPOT_RETURN_IF_ERROR(m.saver->Flush());
+  m.last_save_time = Clock::now();
+  const double blocking = Seconds(t0, m.last_save_time);
+  if (m.interval) m.interval->RecordSave(blocking);
+  last_saved_step_ = c.step;
+  return blocking;
+}
+
+void Checkpointer::RecordStep(double seconds, bool during_save) {
+  if (impl_->interval) impl_->interval->RecordStep(seconds, during_save);
+}
+
+bool Checkpointer::busy() const { return impl_->saver->busy(); }
+
+Status Checkpointer::Flush(std::optional<Clock::time_point> deadline) {
+  return deadline ? impl_->saver->Flush(*deadline) : impl_->saver->Flush();
+}
+
+std::vector<ckpt::SaveReport> Checkpointer::TakeCompleted() {
+  return impl_->saver->TakeCompleted();
+}
+
+Result<ResumeInfo> Checkpointer::Resume(const TrainRefs& s) {
+  Impl& m = *impl_;
+  auto loaded = m.store->LoadNewestValid();
+  if (!loaded.ok()) {
+    if (loaded.status().code() != StatusCode::kNotFound) return loaded.status();
+    if (m.store->Empty()) {
+      spdlog::info("no checkpoint in {}; starting fresh", m.store->dir());
+    } else {
+      spdlog::warn("{}", loaded.status().message());
+      spdlog::warn("no valid checkpoint; starting fresh");
+    }
+    return ResumeInfo{};
+  }
+  for (const std::string& why : loaded->skipped) spdlog::warn("skipping checkpoint: {}", why);
+  auto restored = RestoreTrainState(loaded->container, *s.model, *s.optimizer, s.optimizer_type);
+  if (!restored.ok()) {
+    return restored.status().WithContext(
+        fmt::format("resuming from checkpoint {}", loaded->info.id));
+  }
+  const TrainerCounters& c = *restored;
+  const TrainSpec& spec = m.spec;
+  if (c.model != spec.model || c.batch_size != spec.batch_size || c.seed != spec.seed) {
+    return FailedPreconditionError(fmt::format(
+        "{}: checkpoint {} was made by a different job (model {}, batch_size {}, seed {}); this "
+        "job has model {}, batch_size {}, seed {}: use another checkpoint.dir or resume: never",
+        m.store->dir(), loaded->info.id, c.model, c.batch_size, c.seed, spec.model, spec.batch_size,
+        spec.seed));
+  }
+  TrainerCounters& now = *s.counters;
+  if (c.threads != now.threads || c.blas != now.blas) {
+    spdlog::warn(
+        "checkpoint was made with {} threads and BLAS {}; this run has {} and {}: "
+        "training continues, but not bit-for-bit",
+        c.threads, c.blas, now.threads, now.blas);
+  }
+  const int threads = now.threads;
+  const std::string blas = now.blas;
+  now = c;
+  now.threads = threads;
+  now.blas = blas;
+  m.parent_version = loaded->info.id;
+  last_saved_step_ = c.step;
+  ResumeInfo r{.version = loaded->info.id,
+               .step = c.step,
+               .tier = loaded->info.tiers.empty()
+                           ? "local"
+                           : std::string(ckpt::TierName(loaded->info.tiers[0]))};
+  spdlog::info("resuming from checkpoint {} ({} tier; step {}, epoch {}, sample {} of the epoch)",
+               r.version, r.tier, c.step, c.epoch, c.index_in_epoch);
+  return r;
+}
+
+Result<RollbackEvent> Checkpointer::Rollback(const TrainRefs& s, int64_t batch,
+                                             const std::string& reason) {
+  Impl& m = *impl_;
+  const RollbackSpec& rb = m.spec.rollback;
+  TrainerCounters& counters = *s.counters;
+  const int64_t at_step = counters.step + 1;
+  SPOT_RETURN_IF_ERROR(RollbackAllowed(rb, counters.rollbacks, reason, at_step));
+  // Every version written so far must be visible before choosing one.
+  SPOT_RETURN_IF_ERROR(m.saver->Flush());
+  int64_t before = at_step;
+  if (m.last_anomaly_step >= 0 && at_step <= m.last_anomaly_step) before = m.last_restored_step;
+  auto loaded = m.store->LoadNewestValid(before);
+  if (!loaded.ok()) {
+    return DataLossError(
+        fmt::format("{} at step {}, and no checkpoint before step {} to roll back to", reason,
+                    at_step, before));
+  }
+  const TrainerCounters now = counters;
+  SPOT_ASSIGN_OR_RETURN(TrainerCounters c, RestoreTrainState(loaded->container, *s.model,
+                                                             *s.optimizer, s.optimizer_type));
+  std::vector<int64_t> skipped = now.skipped_batches;
+  for (int64_t k = 0; k < rb.skip_batches; ++k) skipped.push_back(batch + k);
+  std::sort(skipped.begin(), skipped.end());
+  skipped.erase(std::unique(skipped.begin(), skipped.end()), skipped.end());
+  counters = c;
+  counters.threads = now.threads;
+  counters.blas = now.blas;
+  counters.rollbacks = now.rollbacks + 1;
+  counters.lr_scale = now.lr_scale * rb.lr_factor;
+  counters.skipped_batches = std::move(skipped);
+  m.parent_version = loaded->info.id;
+  m.last_anomaly_step = std::max(m.last_anomaly_step, at_step);
+  m.last_restored_step = c.step;
+  last_saved_step_ = c.step;
+  RollbackEvent e{.at_step = at_step,
+                  .batch = batch,
+                  .reason = reason,
+                  .restored_version = loaded->info.id,
+                  .restored_step = c.step,
+                  .lr_scale = counters.lr_scale};
+  spdlog::warn(
+      "{} at step {}: rolled back to checkpoint {} (step {}); skipping batch{} {}{}, "
+      "learning rate x{:g}",
+      reason, at_step, e.restored_version, e.restored_step, rb.skip_batches > 1 ? "es" : "", batch,
+      rb.skip_batches > 1 ? fmt::format("-{}", batch + rb.skip_batches - 1) : "",
+      counters.lr_scale);
+  SPOT_RETURN_IF_ERROR(m.AppendEvent({{"event", "rollback"},
+                                      {"at_step", e.at_step},
+                                      {"batch", e.batch},
+                                      {"reason", e.reason},
+                                      {"restored_version", e.restored_version},
+                                      {"restored_step", e.restored_step},
+                                      {"skipped_batches", counters.skipped_batches},
+                                      {"lr_scale", e.lr_scale},
+                                      {"unix_ms", RealClock()->NowUnixMs()}}));
+  return e;
+}
+
+double Checkpointer::MeasuredOverhead() const {
+  return impl_->interval ? impl_->interval->MeasuredOverhead() : 0;
+}
+double Checkpointer::IntervalSeconds() const {
+  return impl_->interval ? impl_->interval->IntervalSeconds() : 0;
+}
+bool Checkpointer::has_interval() const { return impl_->interval.has_value(); }
+const std::string& Checkpointer::dir() const { return impl_->store->dir(); }
+
+}  // namespace spot::train

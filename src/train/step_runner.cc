@@ -1,0 +1,139 @@
+#include "train/step_runner.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/nn/functional/loss.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "train/lr_schedule.h"
+#include "train/sampler.h"
+
+namespace spot::train {
+
+int64_t StepsPerEpoch(const TrainSpec& spec, int64_t n) {
+  return (n + spec.batch_size - 1) / spec.batch_size;
+}
+
+int64_t TotalSteps(const TrainSpec& spec, int64_t n) {
+  int64_t total = spec.epochs > 0 ? spec.epochs * StepsPerEpoch(spec, n) : spec.steps;
+  if (spec.steps > 0) total = std::min(total, spec.steps);
+  return total;
+}
+
+StepRunner::StepRunner(const TrainSpec& spec, const TensorSet& data, TrainRefs state)
+    : spec_(spec),
+      data_(data),
+      state_(std::move(state)),
+      steps_per_epoch_(StepsPerEpoch(spec, data.size())),
+      total_steps_(TotalSteps(spec, data.size())) {}
+
+bool StepRunner::Finished() const {
+  const TrainerCounters& c = *state_.counters;
+  return c.step >= total_steps_ || (spec_.epochs > 0 && c.epoch >= spec_.epochs);
+}
+
+Slice StepRunner::NextBatch() const {
+  return GlobalBatch(state_.counters->index_in_epoch / spec_.batch_size, spec_.batch_size,
+                     data_.size());
+}
+
+int64_t StepRunner::BatchNumber() const {
+  const TrainerCounters& c = *state_.counters;
+  return c.epoch * steps_per_epoch_ + c.index_in_epoch / spec_.batch_size;
+}
+
+bool StepRunner::NextIsSkipped() const {
+  const std::vector<int64_t>& s = state_.counters->skipped_batches;
+  return std::binary_search(s.begin(), s.end(), BatchNumber());
+}
+
+void StepRunner::EnsureOrder() {
+  const int64_t epoch = state_.counters->epoch;
+  if (order_epoch_ == epoch) return;
+  std::vector<int64_t> o = EpochOrder(static_cast<uint64_t>(spec_.seed), epoch, data_.size());
+  order_ = at::from_blob(o.data(), {data_.size()}, at::kLong).clone();
+  order_epoch_ = epoch;
+}
+
+std::string StepRunner::Judge(double loss) const {
+  const RollbackSpec& rb = spec_.rollback;
+  const TrainerCounters& c = *state_.counters;
+  if (!std::isfinite(loss)) return fmt::format("loss is {}", loss);
+  if (rb.enabled && c.loss_ema_steps >= rb.warmup_steps && loss > rb.spike_factor * c.loss_ema) {
+    return fmt::format("loss spike: {:.4g} > {:g} x {:.4g}", loss, rb.spike_factor, c.loss_ema);
+  }
+  return "";
+}
+
+Result<StepOutcome> StepRunner::Run(Slice batch, Slice mine, GradientSync& sync,
+                                    bool want_grad_norm) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  EnsureOrder();
+  TrainerCounters& c = *state_.counters;
+  StepOutcome out;
+  out.batch = BatchNumber();
+  out.lr = LearningRate(spec_.schedule, spec_.optimizer.lr, c.step, total_steps_) * c.lr_scale;
+  for (auto& group : state_.optimizer->param_groups()) group.options().set_lr(out.lr);
+  state_.optimizer->zero_grad();
+  // Fault injection (faults.*_at_step, 1-based): this batch's loss diverges.
+  const double fault = out.batch == spec_.faults.nan_loss_at_step - 1
+                           ? std::numeric_limits<double>::quiet_NaN()
+                       : out.batch == spec_.faults.spike_loss_at_step - 1 ? 1000.0
+                                                                          : 1.0;
+  ReplicaLoss local{.samples = mine.size(), .batch = batch.size()};
+  const int64_t micro =
+      std::min<int64_t>(spec_.distributed.accumulation_steps, std::max<int64_t>(1, mine.size()));
+  for (const Slice& part : SplitBatch(mine, std::vector<double>(micro, 1.0))) {
+    if (part.size() == 0) continue;
+    at::manual_seed(static_cast<uint64_t>(spec_.seed) * 1000003u +
+                    static_cast<uint64_t>(c.step) * 8191u + static_cast<uint64_t>(part.begin));
+    at::Tensor idx = order_.slice(0, part.begin, part.end);
+    at::Tensor x = data_.images.index_select(0, idx);
+    at::Tensor y = data_.labels.index_select(0, idx);
+    at::Tensor loss = at::cross_entropy_loss(state_.model->forward(x), y, {}, at::Reduction::Sum);
+    if (fault != 1.0) loss = loss * fault;
+    local.loss_sum += loss.item<double>();
+    (loss / static_cast<double>(batch.size())).backward();
+  }
+  local.compute_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  out.compute_seconds = local.compute_seconds;
+  SPOT_ASSIGN_OR_RETURN(GlobalLoss global, sync.Sync(local));
+  out.loss = global.mean();
+  // Judge the loss before it touches the weights.
+  out.anomaly = Judge(out.loss);
+  if (!out.anomaly.empty()) return out;
+  if (want_grad_norm) {
+    double sq = 0;
+    for (const at::Tensor& p : state_.model->parameters()) {
+      if (p.grad().defined()) sq += p.grad().pow(2).sum().item<double>();
+    }
+    out.grad_norm = std::sqrt(sq);
+  }
+  state_.optimizer->step();
+  const double alpha = 2.0 / (static_cast<double>(spec_.rollback.window) + 1);
+  c.loss_ema = c.loss_ema_steps == 0 ? out.loss : c.loss_ema + alpha * (out.loss - c.loss_ema);
+  ++c.loss_ema_steps;
+  ++c.step;
+  out.committed = true;
+  return out;
+}
+
+BatchEnd StepRunner::Advance(Slice batch) {
+  TrainerCounters& c = *state_.counters;
+  BatchEnd e{.epoch = c.epoch};
+  c.index_in_epoch = batch.end;
+  e.epoch_done = batch.end == data_.size();
+  if (e.epoch_done) {
+    ++c.epoch;
+    c.index_in_epoch = 0;
+  }
+  e.last = c.step == total_steps_ || (spec_.epochs > 0 && c.epoch == spec_.epochs);
+  return e;
+}
+
+}  // namespace spot::train

@@ -1,0 +1,119 @@
+// The one training step, shared by the single-process Trainer, the elastic
+// workers of dist/ and the checkpoint benchmark. A step:
+//   1. sets the scheduled learning rate (times the rollback scale);
+//   2. runs forward and backward over this replica's part of the global batch
+//      in micro-batches (gradients of the summed loss over the global batch
+//      size, so parts add up to the mean over the whole batch), seeding the
+//      dropout draws from (seed, step, first sample): a step's randomness
+//      depends on what it trains on, not on the history or the world size;
+//   3. hands the gradients to a GradientSync (none for one process, Gloo's
+//      all-reduce for elastic workers), which returns the global loss;
+//   4. judges that loss (the anomaly guard: not finite, or a spike above
+//      rollback.spike_factor times its moving average) before it touches the
+//      weights, and only then steps the optimizer.
+// Batches come from one deterministic order per epoch (EpochOrder); global
+// batch k of an epoch is positions [k*B, min(n, (k+1)*B)), whatever the world.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+#include "train/partition.h"
+#include "train/train_setup.h"
+#include "train/train_spec.h"
+#include "train/train_state.h"
+
+namespace spot::train {
+
+// A replica's contribution to a step.
+struct ReplicaLoss {
+  double loss_sum = 0;         // summed loss over its samples
+  int64_t samples = 0;         // its part of the global batch
+  int64_t batch = 0;           // the global batch's size
+  double compute_seconds = 0;  // its forward and backward
+};
+// The step as a whole.
+struct GlobalLoss {
+  double loss_sum = 0;
+  double samples = 0;
+  double mean() const { return samples > 0 ? loss_sum / samples : 0; }
+};
+
+class GradientSync {
+ public:
+  virtual ~GradientSync() = default;
+  // Called after this replica's backward: leaves in every parameter's grad
+  // the global batch's gradient (and in the floating-point buffers the
+  // replicas' common values) and returns the global loss. Aborted when a
+  // collective fails: the step is abandoned, nothing was applied.
+  virtual Result<GlobalLoss> Sync(const ReplicaLoss& mine) = 0;
+};
+
+// One process trains the whole batch: nothing to combine.
+class LocalSync final : public GradientSync {
+ public:
+  Result<GlobalLoss> Sync(const ReplicaLoss& mine) override {
+    return GlobalLoss{mine.loss_sum, static_cast<double>(mine.samples)};
+  }
+};
+
+struct StepOutcome {
+  bool committed = false;  // false: the loss diverged and nothing was applied
+  std::string anomaly;     // why not, e.g. "loss is nan", "loss spike: 7.1 > 5 x 0.42"
+  int64_t batch = 0;       // the global batch number
+  double loss = 0;         // mean over the global batch
+  double lr = 0;
+  double grad_norm = 0;        // L2 norm of the global gradient (when asked for)
+  double compute_seconds = 0;  // this replica's forward and backward
+};
+
+// Where the counters stand after a batch.
+struct BatchEnd {
+  bool epoch_done = false;  // the batch was the epoch's last
+  bool last = false;        // training is complete
+  int64_t epoch = 0;        // the epoch the batch belonged to (0-based)
+};
+
+class StepRunner {
+ public:
+  // `data` and the objects `state` points to must outlive the runner.
+  StepRunner(const TrainSpec& spec, const TensorSet& data, TrainRefs state);
+
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  int64_t total_steps() const { return total_steps_; }
+  bool Finished() const;
+  // The next global batch (positions in the epoch's order) and its number.
+  Slice NextBatch() const;
+  int64_t BatchNumber() const;
+  // True when the anomaly guard skips the next batch for good (rolled back past it).
+  bool NextIsSkipped() const;
+
+  // Runs one step over `mine`, this replica's part of the global batch `batch`.
+  // On commit the step counter advances; call Advance(batch) after it.
+  Result<StepOutcome> Run(Slice batch, Slice mine, GradientSync& sync, bool want_grad_norm = false);
+  // Moves the position past `batch` (committed or skipped): epoch accounting.
+  BatchEnd Advance(Slice batch);
+  // The counters were replaced (resume, rollback, state sync).
+  void Reset() { order_epoch_ = -1; }
+
+ private:
+  std::string Judge(double loss) const;
+  void EnsureOrder();
+
+  const TrainSpec& spec_;
+  const TensorSet& data_;
+  TrainRefs state_;
+  int64_t steps_per_epoch_ = 0;
+  int64_t total_steps_ = 0;
+  at::Tensor order_;
+  int64_t order_epoch_ = -1;
+};
+
+// Steps per epoch and in all for a training set of `n` samples.
+int64_t StepsPerEpoch(const TrainSpec& spec, int64_t n);
+int64_t TotalSteps(const TrainSpec& spec, int64_t n);
+
+}  // namespace spot::train

@@ -1,0 +1,180 @@
+#include "train/step_runner.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/utils.h>
+
+#include <cmath>
+#include <optional>
+
+#include "core/temp_dir.h"
+#include "train/checkpointer.h"
+#include "train/model.h"
+
+namespace spot::train {
+namespace {
+
+// A small job on synthetic images: the mlp over 40 samples in batches of 16.
+struct Replica {
+  TrainSpec spec;
+  TensorSet data;
+  std::shared_ptr<Net> model;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  TrainerCounters counters;
+  std::optional<StepRunner> runner;
+
+  explicit Replica(TrainSpec s) : spec(std::move(s)) {
+    data.images = at::arange(40 * 784, at::kFloat).reshape({40, 1, 28, 28}).mul(0.0007).sin();
+    data.labels = at::arange(40, at::kLong).remainder(10);
+    torch::manual_seed(static_cast<uint64_t>(spec.seed));
+    model = MakeModel("mlp");
+    optimizer = MakeOptimizer(spec.optimizer, *model);
+    counters.seed = spec.seed;
+    counters.batch_size = spec.batch_size;
+    counters.model = spec.model;
+    counters.optimizer = spec.optimizer.type;
+    runner.emplace(spec, data, Refs());
+  }
+  TrainRefs Refs() { return {model.get(), optimizer.get(), spec.optimizer.type, &counters}; }
+  // One whole-batch step with no sync; advances when committed.
+  StepOutcome Step() {
+    LocalSync sync;
+    Slice batch = runner->NextBatch();
+    auto out = runner->Run(batch, batch, sync);
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    if (out->committed) runner->Advance(batch);
+    return *out;
+  }
+  std::vector<float> Weights() {
+    at::Tensor w = model->parameters()[0].reshape({-1});
+    return {w.data_ptr<float>(), w.data_ptr<float>() + w.numel()};
+  }
+};
+
+TrainSpec SmallSpec() {
+  TrainSpec s;
+  s.model = "mlp";
+  s.batch_size = 16;
+  s.epochs = 2;
+  s.seed = 7;
+  s.optimizer.lr = 0.05;
+  return s;
+}
+
+TEST(StepRunnerTest, BatchesCoverEachEpochOnceAndTheCountersFollow) {
+  Replica r(SmallSpec());
+  EXPECT_EQ(r.runner->steps_per_epoch(), 3);  // 16 + 16 + 8
+  EXPECT_EQ(r.runner->total_steps(), 6);
+  std::vector<std::pair<int64_t, int64_t>> seen;
+  int epochs_done = 0;
+  while (!r.runner->Finished()) {
+    LocalSync sync;
+    Slice b = r.runner->NextBatch();
+    seen.push_back({b.begin, b.end});
+    auto out = r.runner->Run(b, b, sync);
+    ASSERT_TRUE(out.ok() && out->committed);
+    EXPECT_GT(out->loss, 0);
+    BatchEnd e = r.runner->Advance(b);
+    epochs_done += e.epoch_done;
+    EXPECT_EQ(e.last, r.counters.step == 6);
+  }
+  EXPECT_EQ(epochs_done, 2);
+  EXPECT_EQ(r.counters.step, 6);
+  EXPECT_EQ(r.counters.epoch, 2);
+  std::vector<std::pair<int64_t, int64_t>> want = {{0, 16}, {16, 32}, {32, 40},
+                                                   {0, 16}, {16, 32}, {32, 40}};
+  EXPECT_EQ(seen, want);
+}
+
+TEST(StepRunnerTest, TheSameSpecTrainsBitwiseTheSameAndMicroBatchesAgree) {
+  // Dropout included: its draws are seeded from the step and the samples.
+  Replica a(SmallSpec()), b(SmallSpec());
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(a.Step().loss, b.Step().loss) << "step " << i;
+  EXPECT_EQ(a.Weights(), b.Weights());
+
+  // Without dropout, four micro-batches a step are the same mathematics as
+  // one (the summed loss over the batch size), rounded differently.
+  TrainSpec micro = SmallSpec();
+  micro.distributed.accumulation_steps = 4;
+  Replica whole(SmallSpec()), parts(micro);
+  whole.model->eval();
+  parts.model->eval();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_NEAR(parts.Step().loss, whole.Step().loss, 1e-5) << "step " << i;
+  }
+  std::vector<float> w = whole.Weights(), p = parts.Weights();
+  for (size_t k = 0; k < w.size(); k += 97) EXPECT_NEAR(p[k], w[k], 1e-5) << k;
+}
+
+TEST(StepRunnerTest, ADivergedLossIsJudgedBeforeItTouchesTheWeights) {
+  TrainSpec s = SmallSpec();
+  s.faults.nan_loss_at_step = 3;  // the third batch (0-based 2)
+  Replica r(s);
+  r.Step();
+  r.Step();
+  const std::vector<float> before = r.Weights();
+  StepOutcome bad = r.Step();
+  EXPECT_FALSE(bad.committed);
+  EXPECT_EQ(bad.anomaly, "loss is nan");
+  EXPECT_EQ(bad.batch, 2);
+  EXPECT_EQ(r.counters.step, 2);
+  EXPECT_EQ(r.Weights(), before);
+
+  // A spike: judged once the moving average has warmed up.
+  TrainSpec sp = SmallSpec();
+  sp.rollback.warmup_steps = 2;
+  sp.faults.spike_loss_at_step = 4;
+  Replica q(sp);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(q.Step().committed);
+  StepOutcome spike = q.Step();
+  EXPECT_FALSE(spike.committed);
+  EXPECT_NE(spike.anomaly.find("loss spike"), std::string::npos) << spike.anomaly;
+  // With rollback off a spike is not judged (a NaN always is).
+  sp.rollback.enabled = false;
+  Replica off(sp);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(off.Step().committed);
+}
+
+TEST(StepRunnerTest, RollbackRestoresAnEarlierVersionAndSkipsTheBatchForGood) {
+  auto tmp = TempDir::Create("spot_step_runner_test");
+  ASSERT_TRUE(tmp.ok());
+  TrainSpec s = SmallSpec();
+  s.output_dir = tmp->path().string();
+  s.checkpoint.dir = (tmp->path() / "ck").string();
+  s.checkpoint.interval = "steps";
+  s.checkpoint.interval_steps = 2;
+  s.faults.nan_loss_at_step = 4;
+  Replica r(s);
+  auto ckpt = Checkpointer::Open(r.spec);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().message();
+  Checkpointer& k = **ckpt;
+  ASSERT_TRUE(k.Save(r.Refs()).ok());  // step 0
+  StepOutcome out;
+  while ((out = r.Step()).committed) {
+    if (k.Due(r.counters.step)) ASSERT_TRUE(k.Save(r.Refs()).ok());
+  }
+  EXPECT_EQ(r.counters.step, 3);
+  auto e = k.Rollback(r.Refs(), out.batch, out.anomaly);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_EQ(e->restored_step, 2);
+  EXPECT_EQ(e->at_step, 4);
+  EXPECT_EQ(r.counters.step, 2);
+  EXPECT_EQ(r.counters.rollbacks, 1);
+  EXPECT_EQ(r.counters.skipped_batches, std::vector<int64_t>{3});
+  r.runner->Reset();
+  // Batch 2 trains again; batch 3 (the one that diverged) is passed over.
+  EXPECT_TRUE(r.Step().committed);
+  EXPECT_TRUE(r.runner->NextIsSkipped());
+  r.runner->Advance(r.runner->NextBatch());
+  EXPECT_FALSE(r.runner->NextIsSkipped());
+  EXPECT_TRUE(r.Step().committed);
+  EXPECT_EQ(r.counters.step, 4);
+
+  // Used up: the run cannot go on, and says why.
+  Status st = RollbackAllowed(r.spec.rollback, r.spec.rollback.max_rollbacks, "loss is nan", 9);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_NE(st.message().find("after 5 rollbacks"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace spot::train
