@@ -62,3 +62,34 @@ def load_fashion_mnist(directory, split):
     x = torch.from_numpy(images.astype(np.float32) / 255.0)
     x = (x - FASHION_MNIST_MEAN) / FASHION_MNIST_STD
     return x, torch.from_numpy(labels.astype(np.int64))
+
+
+_MASK = (1 << 64) - 1
+
+
+def _splitmix64(state):
+    """One SplitMix64 step: (new state, output)."""
+    state = (state + 0x9E3779B97F4A7C15) & _MASK
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return state, z ^ (z >> 31)
+
+
+def epoch_order(seed, epoch, n):
+    """The sample order of an epoch as spot train draws it (src/train/sampler.cc):
+    Fisher-Yates driven by SplitMix64, unbiased bounded draws by rejection."""
+    _, first = _splitmix64(seed & _MASK)
+    state = first ^ ((epoch * 0xD1B54A32D192ED03) & _MASK)
+    order = list(range(n))
+    for i in range(n - 1, 0, -1):
+        bound = i + 1
+        limit = _MASK - _MASK % bound
+        while True:
+            state, x = _splitmix64(state)
+            if x < limit:
+                break
+        j = x % bound
+        order[i], order[j] = order[j], order[i]
+    return order
+

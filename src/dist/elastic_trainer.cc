@@ -132,12 +132,11 @@ class Worker {
 
 Status Worker::Init() {
   counters_.threads = train::PrepareProcess(spec_);
-  model_ = train::MakeModel(spec_.model);
-  if (!model_) return InvalidArgumentError("unknown model " + spec_.model);
+  SPOT_ASSIGN_OR_RETURN(model_, train::BuildModel(spec_));
   optimizer_ = train::MakeOptimizer(spec_.optimizer, *model_);
   counters_.seed = spec_.seed;
   counters_.batch_size = spec_.batch_size;
-  counters_.model = spec_.model;
+  counters_.model = train::ModelName(spec_);
   counters_.optimizer = spec_.optimizer.type;
   counters_.blas = train::BlasLibrary();
   SPOT_ASSIGN_OR_RETURN(train_, train::LoadSplit(spec_, train::Split::kTrain, spec_.train_limit));
@@ -332,7 +331,8 @@ Status Worker::Evaluate(const Generation& g, int64_t epoch, bool partial) {
   Slice all{0, test_.size()};
   Slice mine = SplitBatch(all, std::vector<double>(g.world_size(), 1.0))[g.rank];
   train::EvalSums e =
-      train::EvaluateRange(*model_, test_, mine.begin, mine.end, spec_.eval_batch_size);
+      train::EvaluateRange(*model_, test_, mine.begin, mine.end, spec_.eval_batch_size,
+                           spec_.loss);
   at::Tensor sums = at::tensor({e.correct, e.loss_sum, e.count}, at::kDouble);
   SPOT_RETURN_IF_ERROR(AllReduceOrAbort(*pg_, sums, "evaluation all-reduce"));
   summary_.test_accuracy = sums[0].item<double>() / sums[2].item<double>();
@@ -444,7 +444,7 @@ Status Worker::WriteOutputs(const Generation& g) {
   SPOT_RETURN_IF_ERROR(train::ExportStateDict(*model_, model_path));
   nlohmann::json j = {
       {"job", spec_.name},
-      {"model", spec_.model},
+      {"model", train::ModelName(spec_)},
       {"steps", counters_.step},
       {"test_accuracy", summary_.test_accuracy},
       {"test_loss", summary_.test_loss},

@@ -11,6 +11,7 @@
 #include "ckpt/interval.h"
 #include "ckpt/store.h"
 #include "core/file_io.h"
+#include "train/model.h"
 #include "train/train_setup.h"
 #include "train/train_state.h"
 
@@ -141,11 +142,11 @@ Result<ResumeInfo> Checkpointer::Resume(const TrainRefs& s) {
   }
   const TrainerCounters& c = *restored;
   const TrainSpec& spec = m.spec;
-  if (c.model != spec.model || c.batch_size != spec.batch_size || c.seed != spec.seed) {
+  if (c.model != ModelName(spec) || c.batch_size != spec.batch_size || c.seed != spec.seed) {
     return FailedPreconditionError(fmt::format(
         "{}: checkpoint {} was made by a different job (model {}, batch_size {}, seed {}); this "
         "job has model {}, batch_size {}, seed {}: use another checkpoint.dir or resume: never",
-        m.store->dir(), loaded->info.id, c.model, c.batch_size, c.seed, spec.model, spec.batch_size,
+        m.store->dir(), loaded->info.id, c.model, c.batch_size, c.seed, ModelName(spec), spec.batch_size,
         spec.seed));
   }
   TrainerCounters& now = *s.counters;

@@ -6,6 +6,10 @@
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 
+#include <filesystem>
+
+#include "train/torchscript_model.h"
+
 namespace spot::train {
 namespace {
 
@@ -34,9 +38,11 @@ at::Tensor ChannelsLastInput(const at::Tensor& x) {
 class Cnn final : public Net {
  public:
   Cnn()
-      : conv1_(register_module("conv1", nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1).bias(false)))),
+      : conv1_(register_module("conv1",
+                               nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1).bias(false)))),
         bn1_(register_module("bn1", nn::BatchNorm2d(32))),
-        conv2_(register_module("conv2", nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1).bias(false)))),
+        conv2_(register_module("conv2",
+                               nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1).bias(false)))),
         bn2_(register_module("bn2", nn::BatchNorm2d(64))),
         fc1_(register_module("fc1", nn::Linear(64 * 7 * 7, 128))),
         dropout_(register_module("dropout", nn::Dropout(0.25))),
@@ -88,6 +94,18 @@ std::shared_ptr<Net> MakeModel(const std::string& name) {
   if (name == "cnn") return std::make_shared<Cnn>();
   if (name == "mlp") return std::make_shared<Mlp>();
   return nullptr;
+}
+
+Result<std::shared_ptr<Net>> BuildModel(const TrainSpec& spec) {
+  if (spec.model == "torchscript") return LoadTorchScriptModel(spec.model_file);
+  std::shared_ptr<Net> net = MakeModel(spec.model);
+  if (!net) return InvalidArgumentError("unknown model " + spec.model);
+  return net;
+}
+
+std::string ModelName(const TrainSpec& spec) {
+  if (spec.model != "torchscript") return spec.model;
+  return "torchscript:" + std::filesystem::path(spec.model_file).filename().string();
 }
 
 }  // namespace spot::train

@@ -3,10 +3,13 @@
 // loads there unchanged.
 #pragma once
 
+#include <torch/nn/module.h>
+
 #include <memory>
 #include <string>
 
-#include <torch/nn/module.h>
+#include "core/status.h"
+#include "train/train_spec.h"
 
 namespace spot::train {
 
@@ -22,5 +25,12 @@ class Net : public torch::nn::Module {
 // Initial weights come from LibTorch's default generator: seed it first.
 // Returns nullptr for an unknown name.
 std::shared_ptr<Net> MakeModel(const std::string& name);
+
+// The spec's model: a built-in by name, or its TorchScript file
+// (torchscript_model.h). InvalidArgument naming the model or the file.
+Result<std::shared_ptr<Net>> BuildModel(const TrainSpec& spec);
+// What checkpoints record as the model ("cnn", "torchscript:resnet.pt"): a
+// resume refuses a checkpoint of another one.
+std::string ModelName(const TrainSpec& spec);
 
 }  // namespace spot::train

@@ -95,7 +95,7 @@ Result<StepOutcome> StepRunner::Run(Slice batch, Slice mine, GradientSync& sync,
     at::Tensor idx = order_.slice(0, part.begin, part.end);
     at::Tensor x = data_.images.index_select(0, idx);
     at::Tensor y = data_.labels.index_select(0, idx);
-    at::Tensor loss = at::cross_entropy_loss(state_.model->forward(x), y, {}, at::Reduction::Sum);
+    at::Tensor loss = LossSum(spec_.loss, state_.model->forward(x), y);
     if (fault != 1.0) loss = loss * fault;
     local.loss_sum += loss.item<double>();
     (loss / static_cast<double>(batch.size())).backward();

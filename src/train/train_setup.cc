@@ -102,8 +102,13 @@ ckpt::CodecPlan CodecPlanFor(const CheckpointSpec& c) {
   return p;
 }
 
+at::Tensor LossSum(const std::string& loss, const at::Tensor& output, const at::Tensor& labels) {
+  if (loss == "nll") return at::nll_loss(output, labels, {}, at::Reduction::Sum);
+  return at::cross_entropy_loss(output, labels, {}, at::Reduction::Sum);
+}
+
 EvalSums EvaluateRange(Net& model, const TensorSet& test, int64_t begin, int64_t end,
-                       int64_t batch_size) {
+                       int64_t batch_size, const std::string& loss) {
   torch::NoGradGuard no_grad;
   model.eval();
   EvalSums s;
@@ -111,7 +116,7 @@ EvalSums EvaluateRange(Net& model, const TensorSet& test, int64_t begin, int64_t
     int64_t stop = std::min(end, i + batch_size);
     at::Tensor logits = model.forward(test.images.slice(0, i, stop));
     at::Tensor y = test.labels.slice(0, i, stop);
-    s.loss_sum += at::cross_entropy_loss(logits, y, {}, at::Reduction::Sum).item<double>();
+    s.loss_sum += LossSum(loss, logits, y).item<double>();
     s.correct += static_cast<double>(logits.argmax(1).eq(y).sum().item<int64_t>());
   }
   s.count = static_cast<double>(end - begin);

@@ -49,6 +49,10 @@ struct EvalSums {
   double count = 0;
 };
 EvalSums EvaluateRange(Net& model, const TensorSet& test, int64_t begin, int64_t end,
-                       int64_t batch_size);
+                       int64_t batch_size, const std::string& loss = "cross_entropy");
+
+// The summed loss of a batch's model output against its labels: spec.loss
+// cross_entropy (the output is logits) or nll (log-probabilities).
+at::Tensor LossSum(const std::string& loss, const at::Tensor& output, const at::Tensor& labels);
 
 }  // namespace spot::train

@@ -1,11 +1,15 @@
 #include "train/train_spec.h"
 
+#include <filesystem>
+
 #include "core/file_io.h"
 #include "core/spec_reader.h"
 #include "train/fashion_mnist.h"
 
 namespace spot::train {
 namespace {
+
+namespace fs = std::filesystem;
 
 void ReadOptimizer(SpecReader& r, OptimizerSpec* o) {
   r.Enum("type", &o->type, {"sgd", "adam"});
@@ -92,13 +96,35 @@ void ReadDistributed(SpecReader& r, DistributedSpec* d) {
   r.Int("accumulation_steps", &d->accumulation_steps, {.min = 1, .max = 4096});
 }
 
+// `model: cnn|mlp`, or `model: {torchscript: FILE, loss: cross_entropy|nll}`
+// for a module the user scripted or traced in Python.
+void ReadModel(SpecReader& top, TrainSpec* s) {
+  if (!top.IsMapping("model")) {
+    top.Enum("model", &s->model, {"cnn", "mlp"}, /*required=*/true);
+    return;
+  }
+  SpecReader& m = top.Section("model");
+  s->model = "torchscript";
+  m.String("torchscript", &s->model_file, /*required=*/true);
+  m.Enum("loss", &s->loss, {"cross_entropy", "nll"});
+  if (s->model_file.empty()) return;
+  std::error_code ec;
+  const fs::path p = fs::absolute(s->model_file, ec);
+  if (!ec) s->model_file = p.lexically_normal().string();
+  if (!fs::is_regular_file(s->model_file, ec)) {
+    m.AddError("torchscript", s->model_file + (fs::exists(s->model_file, ec)
+                                                   ? ": not a regular file"
+                                                   : ": no such file (torch.jit.script(m).save)"));
+  }
+}
+
 }  // namespace
 
 void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
   TrainSpec& s = *out;
   s.source = top.file();
   top.String("name", &s.name);
-  top.Enum("model", &s.model, {"cnn", "mlp"}, /*required=*/true);
+  ReadModel(top, &s);
   SpecReader& data = top.Section("dataset");
   data.Enum("name", &s.dataset, {"fashion-mnist"});
   data.String("path", &s.dataset_path);

@@ -89,7 +89,9 @@ struct DistributedSpec {
 struct TrainSpec {
   std::string source;          // the file this came from, for messages
   std::string name = "train";  // job name
-  std::string model = "cnn";   // cnn | mlp
+  std::string model = "cnn";   // cnn | mlp | torchscript (model: {torchscript: FILE})
+  std::string model_file;      // torchscript: the scripted or traced module, absolute
+  std::string loss = "cross_entropy";  // of the model's output: cross_entropy (logits) | nll
   std::string dataset = "fashion-mnist";
   std::string dataset_path = "/usr/share/datasets/fashion-mnist";
   int64_t train_limit = 0;         // use only the first N training images; 0 = all

@@ -106,13 +106,12 @@ struct Trainer::Impl {
 
 Status Trainer::Impl::Setup() {
   int threads = PrepareProcess(spec);
-  model = MakeModel(spec.model);
-  if (!model) return InvalidArgumentError("unknown model " + spec.model);
+  SPOT_ASSIGN_OR_RETURN(model, BuildModel(spec));
   optimizer = MakeOptimizer(spec.optimizer, *model);
 
   counters.seed = spec.seed;
   counters.batch_size = spec.batch_size;
-  counters.model = spec.model;
+  counters.model = ModelName(spec);
   counters.optimizer = spec.optimizer.type;
   counters.threads = threads;
   counters.blas = BlasLibrary();
@@ -162,7 +161,7 @@ Status Trainer::Impl::SaveCheckpoint() {
 }
 
 EpochResult Trainer::Impl::Evaluate() {
-  EvalSums e = EvaluateRange(*model, test, 0, test.size(), spec.eval_batch_size);
+  EvalSums e = EvaluateRange(*model, test, 0, test.size(), spec.eval_batch_size, spec.loss);
   EpochResult r;  // the caller sets r.epoch: it knows whether the epoch ended
   r.step = counters.step;
   r.test_accuracy = e.correct / e.count;
@@ -292,7 +291,7 @@ Status Trainer::Impl::WriteOutputs() {
                       {"test_loss", e.test_loss}});
   }
   nlohmann::json j = {{"job", spec.name},
-                      {"model", spec.model},
+                      {"model", ModelName(spec)},
                       {"steps", summary.steps},
                       {"steps_this_run", summary.steps_this_run},
                       {"resumed_from_step", summary.resumed_from_step},
@@ -349,7 +348,7 @@ Result<TrainSummary> Trainer::Run() {
     SPOT_RETURN_IF_ERROR(m.MaybeResume());
     int64_t start = m.counters.step;
     spdlog::info("training {} on {} ({} samples, batch {}): {} steps, {} per epoch, {} threads",
-                 m.spec.model, m.spec.dataset, m.train.size(), m.spec.batch_size,
+                 ModelName(m.spec), m.spec.dataset, m.train.size(), m.spec.batch_size,
                  m.runner->total_steps(), m.runner->steps_per_epoch(), m.counters.threads);
     SPOT_RETURN_IF_ERROR(m.TrainLoop());
     m.summary.steps_this_run = m.counters.step - start;

@@ -1,0 +1,46 @@
+"""Loads the weights `spot train` wrote into the TorchScript module and evaluates it.
+
+    /usr/bin/python3 examples/torchscript/evaluate.py --module runs/torchscript/resnet.pt \
+        --state runs/ts-resnet/model.pt [--limit N]
+
+Prints one JSON line: {"accuracy": ..., "loss": ..., "count": ...} on the first N
+Fashion-MNIST test images (all by default), as `spot train` computes them.
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import spot_models  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--module", required=True, help="the TorchScript file spot train trained")
+    p.add_argument("--state", required=True, help="model.pt written by spot train")
+    p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--limit", type=int, default=0, help="first N test images (0 = all)")
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    model = torch.jit.load(args.module)
+    model.load_state_dict(torch.load(args.state))
+    model.eval()
+    x, y = spot_models.load_fashion_mnist(args.data, "test")
+    if args.limit:
+        x, y = x[:args.limit], y[:args.limit]
+    correct, loss = 0, 0.0
+    with torch.no_grad():
+        for i in range(0, len(x), 1000):
+            out = model(x[i:i + 1000])
+            loss += F.cross_entropy(out, y[i:i + 1000], reduction="sum").item()
+            correct += (out.argmax(1) == y[i:i + 1000]).sum().item()
+    print(json.dumps({"accuracy": correct / len(x), "loss": loss / len(x), "count": len(x)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+#include "train/torchscript_model.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/csrc/jit/serialization/import.h>
+
+#include <sstream>
+
+namespace spot::train {
+namespace {
+
+class TorchScriptNet final : public Net {
+ public:
+  explicit TorchScriptNet(torch::jit::Module m) : module_(std::move(m)) { Mirror(module_, *this); }
+
+  at::Tensor forward(const at::Tensor& x) override { return module_.forward({x}).toTensor(); }
+
+  void train(bool on = true) override {
+    Net::train(on);
+    module_.train(on);
+  }
+
+ private:
+  // The same tensors, under the same names, one nn::Module per submodule.
+  static void Mirror(const torch::jit::Module& from, torch::nn::Module& to) {
+    for (const auto& p : from.named_parameters(/*recurse=*/false)) {
+      to.register_parameter(p.name, p.value, p.value.requires_grad());
+    }
+    for (const auto& b : from.named_buffers(/*recurse=*/false)) to.register_buffer(b.name, b.value);
+    for (const auto& c : from.named_children()) {
+      auto child = std::make_shared<torch::nn::Module>(c.name);
+      Mirror(c.value, *child);
+      to.register_module(c.name, child);
+    }
+  }
+
+  torch::jit::Module module_;
+};
+
+std::string Shape(const at::Tensor& t) {
+  std::ostringstream s;
+  s << t.sizes();
+  return s.str();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Net>> LoadTorchScriptModel(const std::string& path) {
+  torch::jit::Module m;
+  try {
+    m = torch::jit::load(path, c10::Device(c10::kCPU));
+  } catch (const c10::Error& e) {
+    return InvalidArgumentError(fmt::format(
+        "{}: not a TorchScript module (save one with torch.jit.script(model).save(path)): {}", path,
+        e.what_without_backtrace()));
+  }
+  if (!m.find_method("forward")) {
+    return InvalidArgumentError(path + ": the TorchScript module has no forward method");
+  }
+  auto net = std::make_shared<TorchScriptNet>(std::move(m));
+  at::Tensor out;
+  try {
+    torch::NoGradGuard no_grad;
+    net->eval();
+    out = net->forward(at::zeros({2, 1, 28, 28}));
+    net->train(true);
+  } catch (const c10::Error& e) {
+    return InvalidArgumentError(
+        fmt::format("{}: forward of a [2, 1, 28, 28] image batch failed: {}", path,
+                    e.what_without_backtrace()));
+  }
+  if (out.dim() != 2 || out.size(0) != 2 || out.size(1) < 2 || !out.is_floating_point()) {
+    return InvalidArgumentError(
+        fmt::format("{}: forward of a [2, 1, 28, 28] image batch returned {} {}; expected "
+                    "[2, classes] floating-point scores",
+                    path, Shape(out), std::string(c10::toString(out.scalar_type()))));
+  }
+  if (net->parameters().empty()) {
+    return InvalidArgumentError(path + ": the TorchScript module has no parameters to train");
+  }
+  return std::shared_ptr<Net>(std::move(net));
+}
+
+}  // namespace spot::train

@@ -1,0 +1,27 @@
+// A module the user scripted or traced in Python (torch.jit.script(m).save or
+// torch.jit.trace(m, x).save), trained natively as a train::Net.
+//
+// The TorchScript module's parameters and buffers are mirrored, tensor for
+// tensor (shared storage, no copies), into a torch::nn::Module hierarchy with
+// the same dotted names, so everything that works on a Net works on it
+// unchanged: the optimizers, checkpoints (TrainState), the elastic state sync,
+// and the state-dict export, whose names are those of the Python module, so
+//   module.load_state_dict(torch.load("model.pt"))
+// loads the trained weights back in Python.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "train/model.h"
+
+namespace spot::train {
+
+// Loads `path` and checks that its forward maps a [2, 1, 28, 28] batch of
+// images to [2, classes] scores (run once in eval mode, without gradients).
+// InvalidArgument naming the file: not a TorchScript archive, no forward, or
+// an output of another shape.
+Result<std::shared_ptr<Net>> LoadTorchScriptModel(const std::string& path);
+
+}  // namespace spot::train
