@@ -10,7 +10,6 @@ import os
 import sys
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import spot_models  # noqa: E402
@@ -27,15 +26,8 @@ def main():
     torch.set_num_threads(args.threads)
     model = spot_models.make_model(args.model)
     model.load_state_dict(torch.load(args.state))
-    model.eval()
     x, y = spot_models.load_fashion_mnist(args.data, "test")
-    correct, loss = 0, 0.0
-    with torch.no_grad():
-        for i in range(0, len(x), 1000):
-            logits = model(x[i:i + 1000])
-            loss += F.cross_entropy(logits, y[i:i + 1000], reduction="sum").item()
-            correct += (logits.argmax(1) == y[i:i + 1000]).sum().item()
-    print(json.dumps({"accuracy": correct / len(x), "loss": loss / len(x), "count": len(x)}))
+    print(json.dumps(spot_models.evaluate(model, x, y)))
 
 
 if __name__ == "__main__":

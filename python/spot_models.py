@@ -93,3 +93,16 @@ def epoch_order(seed, epoch, n):
         order[i], order[j] = order[j], order[i]
     return order
 
+
+def evaluate(model, x, y, batch=1000):
+    """Accuracy and mean cross-entropy of `model` (in eval mode, no gradients) on x, y,
+    as spot train computes them: {"accuracy", "loss", "count"}."""
+    model.eval()
+    correct, loss = 0, 0.0
+    with torch.no_grad():
+        for i in range(0, len(x), batch):
+            logits = model(x[i:i + batch])
+            loss += F.cross_entropy(logits, y[i:i + batch], reduction="sum").item()
+            correct += (logits.argmax(1) == y[i:i + batch]).sum().item()
+    return {"accuracy": correct / len(x), "loss": loss / len(x), "count": len(x)}
+

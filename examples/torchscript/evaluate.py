@@ -12,7 +12,6 @@ import os
 import sys
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import spot_models  # noqa: E402
@@ -29,17 +28,10 @@ def main():
     torch.set_num_threads(args.threads)
     model = torch.jit.load(args.module)
     model.load_state_dict(torch.load(args.state))
-    model.eval()
     x, y = spot_models.load_fashion_mnist(args.data, "test")
     if args.limit:
         x, y = x[:args.limit], y[:args.limit]
-    correct, loss = 0, 0.0
-    with torch.no_grad():
-        for i in range(0, len(x), 1000):
-            out = model(x[i:i + 1000])
-            loss += F.cross_entropy(out, y[i:i + 1000], reduction="sum").item()
-            correct += (out.argmax(1) == y[i:i + 1000]).sum().item()
-    print(json.dumps({"accuracy": correct / len(x), "loss": loss / len(x), "count": len(x)}))
+    print(json.dumps(spot_models.evaluate(model, x, y)))
 
 
 if __name__ == "__main__":
