@@ -132,8 +132,6 @@ class Worker {
 
 Status Worker::Init() {
   counters_.threads = train::PrepareProcess(spec_);
-  SPOT_ASSIGN_OR_RETURN(model_, train::BuildModel(spec_));
-  optimizer_ = train::MakeOptimizer(spec_.optimizer, *model_);
   counters_.seed = spec_.seed;
   counters_.batch_size = spec_.batch_size;
   counters_.model = train::ModelName(spec_);
@@ -141,6 +139,8 @@ Status Worker::Init() {
   counters_.blas = train::BlasLibrary();
   SPOT_ASSIGN_OR_RETURN(train_, train::LoadSplit(spec_, train::Split::kTrain, spec_.train_limit));
   SPOT_ASSIGN_OR_RETURN(test_, train::LoadSplit(spec_, train::Split::kTest, spec_.test_limit));
+  SPOT_ASSIGN_OR_RETURN(model_, train::BuildModel(spec_, train_.images.sizes().slice(1).vec()));
+  optimizer_ = train::MakeOptimizer(spec_.optimizer, *model_);
   runner_.emplace(spec_, train_, Refs());
 
   const train::DistributedSpec& d = spec_.distributed;
@@ -331,8 +331,7 @@ Status Worker::Evaluate(const Generation& g, int64_t epoch, bool partial) {
   Slice all{0, test_.size()};
   Slice mine = SplitBatch(all, std::vector<double>(g.world_size(), 1.0))[g.rank];
   train::EvalSums e =
-      train::EvaluateRange(*model_, test_, mine.begin, mine.end, spec_.eval_batch_size,
-                           spec_.loss);
+      train::EvaluateRange(*model_, test_, mine.begin, mine.end, spec_.eval_batch_size, spec_.loss);
   at::Tensor sums = at::tensor({e.correct, e.loss_sum, e.count}, at::kDouble);
   SPOT_RETURN_IF_ERROR(AllReduceOrAbort(*pg_, sums, "evaluation all-reduce"));
   summary_.test_accuracy = sums[0].item<double>() / sums[2].item<double>();

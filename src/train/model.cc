@@ -1,5 +1,7 @@
 #include "train/model.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/nn/functional/pooling.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/conv.h>
@@ -96,8 +98,15 @@ std::shared_ptr<Net> MakeModel(const std::string& name) {
   return nullptr;
 }
 
-Result<std::shared_ptr<Net>> BuildModel(const TrainSpec& spec) {
-  if (spec.model == "torchscript") return LoadTorchScriptModel(spec.model_file);
+Result<std::shared_ptr<Net>> BuildModel(const TrainSpec& spec,
+                                        const std::vector<int64_t>& sample_shape) {
+  if (spec.model == "torchscript") return LoadTorchScriptModel(spec.model_file, sample_shape);
+  if (sample_shape != std::vector<int64_t>{1, 28, 28}) {
+    return InvalidArgumentError(fmt::format(
+        "{}: model {} takes [1, 28, 28] images; the data set's samples are [{}]: train your own "
+        "module with model: {{torchscript: FILE}}",
+        spec.source, spec.model, fmt::join(sample_shape, ", ")));
+  }
   std::shared_ptr<Net> net = MakeModel(spec.model);
   if (!net) return InvalidArgumentError("unknown model " + spec.model);
   return net;

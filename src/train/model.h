@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "train/train_spec.h"
@@ -26,9 +27,12 @@ class Net : public torch::nn::Module {
 // Returns nullptr for an unknown name.
 std::shared_ptr<Net> MakeModel(const std::string& name);
 
-// The spec's model: a built-in by name, or its TorchScript file
-// (torchscript_model.h). InvalidArgument naming the model or the file.
-Result<std::shared_ptr<Net>> BuildModel(const TrainSpec& spec);
+// The spec's model for samples of `sample_shape` (the data set's, without the
+// batch dimension): a built-in by name (they take [1, 28, 28] images), or its
+// TorchScript file (torchscript_model.h). InvalidArgument naming the model or
+// the file.
+Result<std::shared_ptr<Net>> BuildModel(const TrainSpec& spec,
+                                        const std::vector<int64_t>& sample_shape);
 // What checkpoints record as the model ("cnn", "torchscript:resnet.pt"): a
 // resume refuses a checkpoint of another one.
 std::string ModelName(const TrainSpec& spec);

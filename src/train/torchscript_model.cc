@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/csrc/jit/serialization/import.h>
 
 #include <sstream>
@@ -45,7 +46,11 @@ std::string Shape(const at::Tensor& t) {
 
 }  // namespace
 
-Result<std::shared_ptr<Net>> LoadTorchScriptModel(const std::string& path) {
+Result<std::shared_ptr<Net>> LoadTorchScriptModel(const std::string& path,
+                                                  const std::vector<int64_t>& sample_shape) {
+  std::vector<int64_t> batch_shape = {2};
+  batch_shape.insert(batch_shape.end(), sample_shape.begin(), sample_shape.end());
+  const std::string batch = fmt::format("[{}]", fmt::join(batch_shape, ", "));
   torch::jit::Module m;
   try {
     m = torch::jit::load(path, c10::Device(c10::kCPU));
@@ -62,18 +67,18 @@ Result<std::shared_ptr<Net>> LoadTorchScriptModel(const std::string& path) {
   try {
     torch::NoGradGuard no_grad;
     net->eval();
-    out = net->forward(at::zeros({2, 1, 28, 28}));
+    out = net->forward(at::zeros(batch_shape));
     net->train(true);
   } catch (const c10::Error& e) {
     return InvalidArgumentError(
-        fmt::format("{}: forward of a [2, 1, 28, 28] image batch failed: {}", path,
+        fmt::format("{}: forward of a {} batch (the data set's samples) failed: {}", path, batch,
                     e.what_without_backtrace()));
   }
   if (out.dim() != 2 || out.size(0) != 2 || out.size(1) < 2 || !out.is_floating_point()) {
     return InvalidArgumentError(
-        fmt::format("{}: forward of a [2, 1, 28, 28] image batch returned {} {}; expected "
+        fmt::format("{}: forward of a {} batch returned {} {}; expected "
                     "[2, classes] floating-point scores",
-                    path, Shape(out), std::string(c10::toString(out.scalar_type()))));
+                    path, batch, Shape(out), std::string(c10::toString(out.scalar_type()))));
   }
   if (net->parameters().empty()) {
     return InvalidArgumentError(path + ": the TorchScript module has no parameters to train");

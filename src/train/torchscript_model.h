@@ -12,16 +12,18 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "train/model.h"
 
 namespace spot::train {
 
-// Loads `path` and checks that its forward maps a [2, 1, 28, 28] batch of
-// images to [2, classes] scores (run once in eval mode, without gradients).
-// InvalidArgument naming the file: not a TorchScript archive, no forward, or
-// an output of another shape.
-Result<std::shared_ptr<Net>> LoadTorchScriptModel(const std::string& path);
+// Loads `path` and checks that its forward maps a batch of two zero samples
+// of `sample_shape` (a data set's [1, 28, 28]) to [2, classes] scores (run
+// once in eval mode, without gradients). InvalidArgument naming the file:
+// not a TorchScript archive, no forward, or an output of another shape.
+Result<std::shared_ptr<Net>> LoadTorchScriptModel(const std::string& path,
+                                                  const std::vector<int64_t>& sample_shape);
 
 }  // namespace spot::train

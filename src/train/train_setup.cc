@@ -1,13 +1,19 @@
 #include "train/train_setup.h"
 
 #include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <malloc.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
+#include <map>
+#include <set>
 #include <thread>
+
+#include "train/numpy_file.h"
 
 namespace spot::train {
 namespace {
@@ -19,6 +25,56 @@ TensorSet ToTensors(const ImageSet& s) {
   t.images = raw.to(at::kFloat).div_(255).sub_(kFashionMnistMean).div_(kFashionMnistStd);
   t.labels =
       at::from_blob(const_cast<uint8_t*>(s.labels.data()), {s.count}, at::kByte).to(at::kLong);
+  return t;
+}
+
+at::ScalarType TorchType(const std::string& dtype) {
+  static const std::map<std::string, at::ScalarType> kTypes = {
+      {"f4", at::kFloat}, {"f8", at::kDouble}, {"u1", at::kByte}, {"i1", at::kChar},
+      {"b1", at::kBool},  {"i2", at::kShort},  {"i4", at::kInt},  {"i8", at::kLong}};
+  auto it = kTypes.find(dtype);
+  return it == kTypes.end() ? at::ScalarType::Undefined : it->second;
+}
+
+at::Tensor FromNpy(const NpyArray& a) {
+  return at::from_blob(const_cast<char*>(a.data.data()), a.shape, TorchType(a.dtype)).clone();
+}
+
+// A split of an .npz archive with Keras's names: x_<split> (float32/64 as is,
+// uint8 scaled to [0, 1]; [n, H, W] gets a channel, [n, 1, H, W]) and
+// y_<split> (integer class labels >= 0, [n]).
+Result<TensorSet> LoadNpzSplit(const TrainSpec& spec, Split split) {
+  const std::string part = split == Split::kTrain ? "train" : "test";
+  const std::string xn = "x_" + part, yn = "y_" + part;
+  const std::string& path = spec.dataset_path;
+  SPOT_ASSIGN_OR_RETURN(auto arrays, ReadNpz(path, {xn, yn}));
+  const NpyArray& x = arrays[xn];
+  const NpyArray& y = arrays[yn];
+  if (x.dtype != "f4" && x.dtype != "f8" && x.dtype != "u1") {
+    return InvalidArgumentError(fmt::format(
+        "{}: {} has dtype {}; samples must be float32, float64 or uint8", path, xn, x.dtype));
+  }
+  static const std::set<std::string> kLabelTypes = {"u1", "i1", "i2", "i4", "i8"};
+  if (!kLabelTypes.count(y.dtype)) {
+    return InvalidArgumentError(fmt::format(
+        "{}: {} has dtype {}; labels must be integers (int8/16/32/64, uint8)", path, yn, y.dtype));
+  }
+  if (x.shape.size() < 2 || y.shape.size() != 1 || x.shape[0] != y.shape[0] || x.shape[0] == 0) {
+    return InvalidArgumentError(fmt::format(
+        "{}: {} is [{}] and {} is [{}]; expected [n, ...] samples and [n] labels, n > 0", path, xn,
+        fmt::join(x.shape, ", "), yn, fmt::join(y.shape, ", ")));
+  }
+  TensorSet t;
+  t.images = FromNpy(x);
+  t.images = x.dtype == "u1" ? t.images.to(at::kFloat).div_(255) : t.images.to(at::kFloat);
+  if (t.images.dim() == 3) t.images = t.images.unsqueeze(1);
+  t.labels = FromNpy(y).to(at::kLong);
+  const int64_t low = t.labels.min().item<int64_t>();
+  if (low < 0) {
+    const int64_t at = t.labels.lt(0).nonzero()[0][0].item<int64_t>();
+    return InvalidArgumentError(
+        fmt::format("{}: {}[{}] is {}; class labels must be >= 0", path, yn, at, low));
+  }
   return t;
 }
 
@@ -45,13 +101,26 @@ void KeepActivationBuffersInHeap() {
 }
 
 Result<TensorSet> LoadSplit(const TrainSpec& spec, Split split, int64_t limit) {
-  auto set = LoadFashionMnist(spec.dataset_path, split);
-  if (!set.ok()) {
-    const Status& s = set.status();
-    return s.code() == StatusCode::kInvalidArgument ? s.WithContext(spec.source + ": dataset.path")
-                                                    : s;
+  TensorSet t;
+  if (spec.dataset == "npz") {
+    auto set = LoadNpzSplit(spec, split);
+    if (!set.ok()) {
+      const Status& s = set.status();
+      return s.code() == StatusCode::kInvalidArgument
+                 ? s.WithContext(spec.source + ": dataset.path")
+                 : s;
+    }
+    t = std::move(set).value();
+  } else {
+    auto set = LoadFashionMnist(spec.dataset_path, split);
+    if (!set.ok()) {
+      const Status& s = set.status();
+      return s.code() == StatusCode::kInvalidArgument
+                 ? s.WithContext(spec.source + ": dataset.path")
+                 : s;
+    }
+    t = ToTensors(*set);
   }
-  TensorSet t = ToTensors(*set);
   if (limit > 0 && limit < t.size()) {
     t.images = t.images.slice(0, 0, limit).clone();
     t.labels = t.labels.slice(0, 0, limit).clone();

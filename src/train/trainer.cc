@@ -106,7 +106,7 @@ struct Trainer::Impl {
 
 Status Trainer::Impl::Setup() {
   int threads = PrepareProcess(spec);
-  SPOT_ASSIGN_OR_RETURN(model, BuildModel(spec));
+  SPOT_ASSIGN_OR_RETURN(model, BuildModel(spec, train.images.sizes().slice(1).vec()));
   optimizer = MakeOptimizer(spec.optimizer, *model);
 
   counters.seed = spec.seed;

@@ -82,8 +82,9 @@ class MonitorTest : public E2eTest {
         "market:\n  traces:\n    - {a}\n    - {b}\n  time_compression: 60\n"
         "  notice_seconds: 120\n  when_missing: error\n"
         "controller:\n  api_port: {port}\n  reconcile_interval_s: 0.02\n  terminate_grace_s: 1\n"
+        // Ten epochs: the job must outlive Prometheus' and Chromium's start-up on a fast machine.
         "train:\n  model: mlp\n  dataset:\n    path: {data}\n    train_limit: 12000\n"
-        "  batch_size: 32\n  epochs: 4\n  seed: 7\n  threads: 1\n"
+        "  batch_size: 32\n  epochs: 10\n  seed: 7\n  threads: 1\n"
         "  optimizer:\n    type: adam\n    lr: 0.002\n  schedule:\n    type: cosine\n"
         "  checkpoint:\n    interval: steps\n    interval_steps: 50\n"
         "  distributed:\n    collective_timeout_s: 3\n  output_dir: {out}\n",
@@ -154,7 +155,7 @@ TEST_F(MonitorTest, PrometheusChromiumTensorBoardAndReportFollowARealJob) {
   EXPECT_NEAR(od[0].second, 2 * 3.0 * (0.5 + 0.02), 1e-9);
   auto total = Query(prom, "spot_training_total_steps");
   ASSERT_EQ(total.size(), 1u);
-  EXPECT_EQ(total[0].second, 4 * 375);
+  EXPECT_EQ(total[0].second, 10 * 375);
   EXPECT_TRUE(WaitUntil(20, [&] {
     auto inst = Query(prom, "sum(spot_instances)");
     auto cost = Query(prom, "sum(spot_cost_dollars_total)");
@@ -229,7 +230,7 @@ TEST_F(MonitorTest, PrometheusChromiumTensorBoardAndReportFollowARealJob) {
                           "train/samples_per_second", "eval/test_accuracy", "cost/usd"}) {
     EXPECT_FALSE(by_tag[tag].empty()) << "no " << tag;
   }
-  EXPECT_EQ(by_tag["train/loss"].rbegin()->first, 1500);
+  EXPECT_EQ(by_tag["train/loss"].rbegin()->first, 3750);
   std::ifstream steps(dir_ / "watched" / "steps.csv");
   int checked = 0;
   for (std::string line; std::getline(steps, line);) {
@@ -258,8 +259,8 @@ TEST_F(MonitorTest, PrometheusChromiumTensorBoardAndReportFollowARealJob) {
       " fleet: +document.getElementById('fleet').dataset.points};");
   ASSERT_TRUE(snap.ok());
   EXPECT_EQ((*snap)["state"], "SUCCEEDED");
-  EXPECT_EQ((*snap)["step"], 1500);
-  EXPECT_EQ((*snap)["epochs"], 4) << snap->dump();
+  EXPECT_EQ((*snap)["step"], 3750);
+  EXPECT_EQ((*snap)["epochs"], 10) << snap->dump();
   EXPECT_GE((*snap)["fleet"].get<int>(), 3) << "the preemption should show a second gang";
 
   // `spot monitor`: the same records served again, not live any more.
@@ -274,8 +275,8 @@ TEST_F(MonitorTest, PrometheusChromiumTensorBoardAndReportFollowARealJob) {
   json d = json::parse(data);
   EXPECT_EQ(d["live"], false);
   EXPECT_EQ(d["job"]["state"], "SUCCEEDED");
-  EXPECT_EQ(d["summary"]["step"], 1500);
-  EXPECT_EQ(d["epochs"].size(), 4u);
+  EXPECT_EQ(d["summary"]["step"], 3750);
+  EXPECT_EQ(d["epochs"].size(), 10u);
   EXPECT_GE(d["summary"]["preemptions"].get<int>(), 1);
   int busy_cells = 0;
   for (const json& w : d["utilization"]["workers"]) {

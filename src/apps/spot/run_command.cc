@@ -70,12 +70,13 @@ Result<std::string> WriteWorkerJobFile(LoadedJob& j) {
   if (!t["checkpoint"] || !t["checkpoint"]["durable_dir"]) {
     t["checkpoint"]["durable_dir"] = (fs::path(j.job_dir) / "durable").string();
   }
-  // Workers run in their instance's directory: a module file named relative
-  // to where `spot run` started is given to them absolute.
-  if (t["model"] && t["model"].IsMap() && t["model"]["torchscript"]) {
+  // Workers run in their instance's directory: a module or data file named
+  // relative to where `spot run` started is given to them absolute.
+  for (auto [section, key] : {std::pair{"model", "torchscript"}, std::pair{"dataset", "path"}}) {
+    if (!t[section] || !t[section].IsMap() || !t[section][key]) continue;
     std::error_code ec;
-    fs::path module = fs::absolute(t["model"]["torchscript"].as<std::string>(), ec);
-    if (!ec) t["model"]["torchscript"] = module.lexically_normal().string();
+    fs::path p = fs::absolute(t[section][key].as<std::string>(), ec);
+    if (!ec) t[section][key] = p.lexically_normal().string();
   }
   t["distributed"]["min_workers"] = j.run.resources.min_nodes;
   t["distributed"]["max_workers"] = j.run.resources.nodes;

@@ -190,5 +190,60 @@ TEST_F(TorchScriptTest, BadModulesAreClearErrors) {
   EXPECT_FALSE(fs::exists(dir_ / "scalar" / "checkpoints")) << "nothing written for a bad model";
 }
 
+// Data of the user's own, as NumPy writes it: an .npz archive with Keras's
+// array names (x_train, y_train, x_test, y_test; uint8 images [n, 28, 28]).
+TEST_F(TorchScriptTest, NpzArchivesTrainBuiltInAndScriptedModels) {
+  const fs::path script = dir_ / "make_npz.py";
+  std::ofstream(script)
+      << "import gzip, sys\n"
+         "import numpy as np\n"
+         "d, out = sys.argv[1], sys.argv[2]\n"
+         "def read(name, offset, n, shape):\n"
+         "    with gzip.open(d + '/' + name) as f:\n"
+         "        return np.frombuffer(f.read(), np.uint8, offset=offset)[:n * int(np.prod(shape))]"
+         ".reshape((n,) + shape)\n"
+         "np.savez_compressed(out,\n"
+         "    x_train=read('train-images-idx3-ubyte.gz', 16, 3200, (28, 28)),\n"
+         "    y_train=read('train-labels-idx1-ubyte.gz', 8, 3200, ()).astype(np.int64),\n"
+         "    x_test=read('t10k-images-idx3-ubyte.gz', 16, 500, (28, 28)),\n"
+         "    y_test=read('t10k-labels-idx1-ubyte.gz', 8, 500, ()).astype(np.int64))\n"
+         "np.savez(out + '.rgb.npz', x_train=np.zeros((8, 3, 8, 8), np.float32),\n"
+         "    y_train=np.zeros(8, np.int64), x_test=np.zeros((8, 3, 8, 8), np.float32),\n"
+         "    y_test=np.zeros(8, np.int64))\n";
+  const fs::path npz = dir_ / "fashion.npz";
+  ProcessResult made =
+      RunProcess({kPython, script.string(), kDataset, npz.string()}, (dir_ / "make_npz").string());
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  auto job = [&](const std::string& name, const std::string& model, const fs::path& data) {
+    return WriteJob(name, fmt::format("name: {}\nmodel: {}\ndataset:\n  name: npz\n  path: {}\n"
+                                      "batch_size: 32\nepochs: 1\nseed: 2\nthreads: 1\n"
+                                      "optimizer:\n  type: adam\n  lr: 0.002\noutput_dir: {}\n",
+                                      name, model, data.string(), (dir_ / name).string()));
+  };
+  ProcessResult cnn = Train(job("cnn", "cnn", npz), "", "cnn");
+  ASSERT_EQ(cnn.exit_code, 0) << cnn.err;
+  EXPECT_EQ(Summary("cnn")["steps"], 100);
+  EXPECT_GT(Summary("cnn")["test_accuracy"].get<double>(), 0.6);
+  ProcessResult ts = Train(job("ts", "{torchscript: " + Module("resnet") + "}", npz), "", "ts");
+  ASSERT_EQ(ts.exit_code, 0) << ts.err;
+  EXPECT_GT(Summary("ts")["test_accuracy"].get<double>(), 0.6);
+
+  // Samples the built-in models do not take, and an archive cut short.
+  ProcessResult rgb = Train(job("rgb", "cnn", npz.string() + ".rgb.npz"), "", "rgb");
+  EXPECT_EQ(rgb.exit_code, 2);
+  EXPECT_NE(rgb.err.find("model cnn takes [1, 28, 28] images; the data set's samples are "
+                         "[3, 8, 8]"),
+            std::string::npos)
+      << rgb.err;
+  const std::string bytes = *ReadFile(npz.string());
+  const fs::path cut = dir_ / "cut.npz";
+  ASSERT_TRUE(WriteFileAtomically(cut.string(), bytes.substr(0, bytes.size() - 100)).ok());
+  ProcessResult bad = Train(job("bad", "cnn", cut), "", "bad");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find(cut.string() + ": not a NumPy .npz archive"), std::string::npos)
+      << bad.err;
+  EXPECT_FALSE(fs::exists(dir_ / "bad")) << "nothing written for bad data";
+}
+
 }  // namespace
 }  // namespace spot
