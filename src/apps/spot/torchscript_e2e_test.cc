@@ -15,6 +15,7 @@
 #include "apps/spot/e2e_support.h"
 #include "apps/spot/test_process.h"
 #include "core/file_io.h"
+#include "core/job_files.h"
 
 namespace spot {
 namespace {
@@ -89,16 +90,14 @@ TEST_F(TorchScriptTest, AScriptedResNetTrainsAsInPythonAndLoadsBack) {
                                 (dir_ / "reference").string());
   ASSERT_EQ(py.exit_code, 0) << py.err;
   const json python_losses = json::parse(py.out);
-  const StepLog cpp = ReadStepLog(dir_ / "resnet.csv");
+  const std::vector<StepLogRow> cpp = spot::ReadStepLog((dir_ / "resnet.csv").string());
   ASSERT_EQ(cpp.size(), size_t{kSteps});
   for (int s = 1; s <= kSteps; ++s) {
-    // "step,epoch,loss,lr"
-    const std::string& line = cpp.at(s);
-    const size_t a = line.find(',');
-    const double loss = std::stod(line.substr(a + 1, line.find(',', a + 1) - a - 1));
-    std::cerr << fmt::format("  step {}: C++ {:.7f}, Python {:.7f}\n", s, loss,
+    const StepLogRow& row = cpp[s - 1];
+    ASSERT_EQ(row.step, s);
+    std::cerr << fmt::format("  step {}: C++ {:.7f}, Python {:.7f}\n", s, row.loss,
                              python_losses[s - 1].get<double>());
-    EXPECT_NEAR(loss, python_losses[s - 1].get<double>(), 1e-5) << "step " << s;
+    EXPECT_NEAR(row.loss, python_losses[s - 1].get<double>(), 1e-5) << "step " << s;
   }
   const json back = Evaluate(Module("resnet"), "resnet");
   EXPECT_EQ(back["count"], 500);
