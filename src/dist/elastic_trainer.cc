@@ -272,7 +272,7 @@ Result<StepResult> Worker::Step(const Generation& g, Slice batch) {
   sync_->SetControl(control);
   SPOT_ASSIGN_OR_RETURN(train::StepOutcome o,
                         runner_->Run(batch, mine, *sync_, bool(opt_.observer.on_step)));
-  if (mine.size() > 0) {
+  if (mine.size() > 0 && sync_->busy_seconds() > 0) {
     double r = static_cast<double>(mine.size()) / sync_->busy_seconds();
     rate_ = rate_ == 0 ? r : 0.8 * rate_ + 0.2 * r;
   }
