@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include <charconv>
 #include <mutex>
 #include <random>
 #include <regex>
@@ -79,7 +80,11 @@ class C10dKvStore final : public KvStore {
   Result<bool> IsAlive(const std::string& id) override {
     SPOT_ASSIGN_OR_RETURN(std::optional<std::string> v, Get("alive/" + id));
     if (!v) return false;
-    return RealClock()->NowUnixMs() - std::stoll(*v) < ttl_.count();
+    // A heartbeat is a Unix time in ms; anything else is no sign of life.
+    int64_t beat_ms = 0;
+    auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), beat_ms);
+    if (ec != std::errc() || end != v->data() + v->size()) return false;
+    return RealClock()->NowUnixMs() - beat_ms < ttl_.count();
   }
   Status MarkDead(const std::string& id) override { return Delete("alive/" + id); }
   std::chrono::milliseconds liveness_ttl() const override { return ttl_; }

@@ -2,19 +2,18 @@
 
 #include <gtest/gtest.h>
 
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
-
 #include <thread>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include "dist/kv_store_contract.h"
 
 namespace spot::dist {
 namespace {
 
-using testing::Backend;
-using testing::KvStoreContractTest;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::Backend;
+using testing::KvStoreContractTest;
 
 // A TCPStore server per test, and a client of it, like a launcher and a worker.
 Result<std::unique_ptr<KvStore>> MakeTcpStore(const std::string& prefix, seconds ttl) {
@@ -22,8 +21,8 @@ Result<std::unique_ptr<KvStore>> MakeTcpStore(const std::string& prefix, seconds
   if (!server) {
     SPOT_ASSIGN_OR_RETURN(server, HostTcpStore("127.0.0.1", 0, seconds(10)));
   }
-  c10d::TCPStoreOptions o{.port = server->getPort(), .isServer = false, .waitWorkers = false,
-                          .timeout = seconds(10)};
+  c10d::TCPStoreOptions o{
+      .port = server->getPort(), .isServer = false, .waitWorkers = false, .timeout = seconds(10)};
   auto client = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", o);
   return NewC10dKvStore(client, prefix + "/", ttl);
 }
@@ -93,6 +92,21 @@ TEST(OpenRendezvousTest, TcpBackendSharesOneStoreForRendezvousAndGroups) {
   EXPECT_EQ(*b->kv->Get("k"), "v");
   a->group_store->set("g", {1});
   EXPECT_EQ(b->group_store->get("g"), (std::vector<uint8_t>{1}));
+}
+
+// A heartbeat key holding something other than a time (another program's
+// value, a torn write) is no sign of life, not a crash.
+TEST(C10dKvStoreTest, AGarbledHeartbeatIsNotAlive) {
+  auto store = MakeTcpStore("garbled", seconds(3));
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  ASSERT_TRUE((*store)->Heartbeat("w1").ok());
+  EXPECT_TRUE(*(*store)->IsAlive("w1"));
+  for (const char* junk : {"", "soon", "12abc", "99999999999999999999999"}) {
+    ASSERT_TRUE((*store)->Put("alive/w1", junk).ok());
+    auto alive = (*store)->IsAlive("w1");
+    ASSERT_TRUE(alive.ok()) << junk;
+    EXPECT_FALSE(*alive) << "'" << junk << "'";
+  }
 }
 
 }  // namespace
