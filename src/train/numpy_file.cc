@@ -6,6 +6,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -15,14 +16,6 @@ namespace spot::train {
 namespace {
 
 constexpr std::string_view kMagic = "\x93NUMPY";
-
-int ItemBytes(std::string_view kind) {
-  static const std::map<std::string_view, int> kSizes = {{"f4", 4}, {"f8", 8}, {"u1", 1},
-                                                         {"i1", 1}, {"b1", 1}, {"u2", 2},
-                                                         {"i2", 2}, {"i4", 4}, {"i8", 8}};
-  auto it = kSizes.find(kind);
-  return it == kSizes.end() ? 0 : it->second;
-}
 
 // The value after `'key':` in the header dict, up to the next top-level ',' or '}'.
 std::optional<std::string_view> DictValue(std::string_view header, std::string_view key) {
@@ -68,15 +61,15 @@ Result<std::vector<int64_t>> ParseShape(std::string_view v, const std::string& w
 
 }  // namespace
 
-int64_t NpyArray::count() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+int DTypeBytes(const std::string& dtype) {
+  static const std::map<std::string, int, std::less<>> kSizes = {{"f4", 4}, {"f8", 8}, {"u1", 1},
+                                                                 {"i1", 1}, {"b1", 1}, {"u2", 2},
+                                                                 {"i2", 2}, {"i4", 4}, {"i8", 8}};
+  auto it = kSizes.find(dtype);
+  return it == kSizes.end() ? 0 : it->second;
 }
 
-int NpyArray::item_bytes() const { return ItemBytes(dtype); }
-
-Result<NpyArray> ParseNpy(std::string_view bytes, const std::string& where) {
+Result<HostArray> ParseNpy(std::string_view bytes, const std::string& where) {
   if (bytes.size() < 10 || bytes.substr(0, kMagic.size()) != kMagic) {
     return InvalidArgumentError(where + ": not a NumPy .npy array (no \\x93NUMPY magic)");
   }
@@ -116,17 +109,18 @@ Result<NpyArray> ParseNpy(std::string_view bytes, const std::string& where) {
   d = d.substr(1, d.size() - 2);
   const char order = d[0];
   std::string_view kind = d.substr(1);
-  if (order == '>' && ItemBytes(kind) > 1) {
+  if (order == '>' && DTypeBytes(std::string(kind)) > 1) {
     return InvalidArgumentError(fmt::format("{}: big-endian dtype {} is not supported", where, d));
   }
-  if ((order != '<' && order != '|' && order != '=' && order != '>') || ItemBytes(kind) == 0) {
+  if ((order != '<' && order != '|' && order != '=' && order != '>') ||
+      DTypeBytes(std::string(kind)) == 0) {
     return InvalidArgumentError(fmt::format(
         "{}: dtype {} is not supported (float32/64, int8/16/32/64, uint8/16, bool)", where, d));
   }
-  NpyArray a;
+  HostArray a;
   a.dtype = std::string(kind);
   SPOT_ASSIGN_OR_RETURN(a.shape, ParseShape(*shape_text, where));
-  const size_t want = static_cast<size_t>(a.count()) * static_cast<size_t>(a.item_bytes());
+  const size_t want = static_cast<size_t>(a.count()) * static_cast<size_t>(DTypeBytes(a.dtype));
   const size_t have = bytes.size() - offset - header_len;
   if (have != want) {
     return InvalidArgumentError(
@@ -137,8 +131,8 @@ Result<NpyArray> ParseNpy(std::string_view bytes, const std::string& where) {
   return a;
 }
 
-Result<std::map<std::string, NpyArray>> ReadNpz(const std::string& path,
-                                                const std::vector<std::string>& names) {
+Result<std::map<std::string, HostArray>> ReadNpz(const std::string& path,
+                                                 const std::vector<std::string>& names) {
   SPOT_ASSIGN_OR_RETURN(std::string file, ReadFile(path));
   zip_error_t error;
   zip_error_init(&error);
@@ -152,7 +146,7 @@ Result<std::map<std::string, NpyArray>> ReadNpz(const std::string& path,
   }
   std::unique_ptr<zip_t, decltype(&zip_discard)> closer(archive, &zip_discard);
   zip_error_fini(&error);
-  std::map<std::string, NpyArray> out;
+  std::map<std::string, HostArray> out;
   for (const std::string& name : names) {
     const std::string entry = name + ".npy";
     zip_stat_t st;

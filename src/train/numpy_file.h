@@ -15,27 +15,20 @@
 #include <vector>
 
 #include "core/status.h"
+#include "train/host_array.h"
 
 namespace spot::train {
-
-struct NpyArray {
-  std::string dtype;           // "f4", "f8", "u1", "i1", "i4", "i8", "u2", "i2", "b1"
-  std::vector<int64_t> shape;  // () for a scalar
-  std::string data;            // little-endian values in C order
-  int64_t count() const;       // elements
-  int item_bytes() const;      // bytes per element
-};
 
 // Parses one .npy file's bytes. InvalidArgument naming `where` and what is
 // wrong: no NumPy magic, an unknown version, a header that does not parse,
 // Fortran order, a big-endian or unsupported dtype (objects, strings,
 // complex), or data shorter or longer than the shape says.
-Result<NpyArray> ParseNpy(std::string_view bytes, const std::string& where);
+Result<HostArray> ParseNpy(std::string_view bytes, const std::string& where);
 
 // Reads `names` (without ".npy") from the .npz archive at `path`. InvalidArgument
 // naming the file and the array: not a zip archive, a missing array (the
 // message lists those present), a damaged entry or any ParseNpy error.
-Result<std::map<std::string, NpyArray>> ReadNpz(const std::string& path,
-                                                const std::vector<std::string>& names);
+Result<std::map<std::string, HostArray>> ReadNpz(const std::string& path,
+                                                 const std::vector<std::string>& names);
 
 }  // namespace spot::train

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "train/numpy_file.h"
+#include "train/safetensors_file.h"
 
 namespace spot::train {
 namespace {
@@ -36,20 +37,21 @@ at::ScalarType TorchType(const std::string& dtype) {
   return it == kTypes.end() ? at::ScalarType::Undefined : it->second;
 }
 
-at::Tensor FromNpy(const NpyArray& a) {
+at::Tensor FromHost(const HostArray& a) {
   return at::from_blob(const_cast<char*>(a.data.data()), a.shape, TorchType(a.dtype)).clone();
 }
 
-// A split of an .npz archive with Keras's names: x_<split> (float32/64 as is,
-// uint8 scaled to [0, 1]; [n, H, W] gets a channel, [n, 1, H, W]) and
-// y_<split> (integer class labels >= 0, [n]).
-Result<TensorSet> LoadNpzSplit(const TrainSpec& spec, Split split) {
+// A split of an .npz archive or a safetensors file with Keras's names:
+// x_<split> (float32/64 as is, uint8 scaled to [0, 1]; [n, H, W] gets a
+// channel, [n, 1, H, W]) and y_<split> (integer class labels >= 0, [n]).
+Result<TensorSet> LoadArraySplit(const TrainSpec& spec, Split split) {
   const std::string part = split == Split::kTrain ? "train" : "test";
   const std::string xn = "x_" + part, yn = "y_" + part;
   const std::string& path = spec.dataset_path;
-  SPOT_ASSIGN_OR_RETURN(auto arrays, ReadNpz(path, {xn, yn}));
-  const NpyArray& x = arrays[xn];
-  const NpyArray& y = arrays[yn];
+  SPOT_ASSIGN_OR_RETURN(auto arrays, spec.dataset == "npz" ? ReadNpz(path, {xn, yn})
+                                                           : ReadSafetensors(path, {xn, yn}));
+  const HostArray& x = arrays[xn];
+  const HostArray& y = arrays[yn];
   if (x.dtype != "f4" && x.dtype != "f8" && x.dtype != "u1") {
     return InvalidArgumentError(fmt::format(
         "{}: {} has dtype {}; samples must be float32, float64 or uint8", path, xn, x.dtype));
@@ -65,10 +67,10 @@ Result<TensorSet> LoadNpzSplit(const TrainSpec& spec, Split split) {
         fmt::join(x.shape, ", "), yn, fmt::join(y.shape, ", ")));
   }
   TensorSet t;
-  t.images = FromNpy(x);
+  t.images = FromHost(x);
   t.images = x.dtype == "u1" ? t.images.to(at::kFloat).div_(255) : t.images.to(at::kFloat);
   if (t.images.dim() == 3) t.images = t.images.unsqueeze(1);
-  t.labels = FromNpy(y).to(at::kLong);
+  t.labels = FromHost(y).to(at::kLong);
   const int64_t low = t.labels.min().item<int64_t>();
   if (low < 0) {
     const int64_t at = t.labels.lt(0).nonzero()[0][0].item<int64_t>();
@@ -102,8 +104,8 @@ void KeepActivationBuffersInHeap() {
 
 Result<TensorSet> LoadSplit(const TrainSpec& spec, Split split, int64_t limit) {
   TensorSet t;
-  if (spec.dataset == "npz") {
-    auto set = LoadNpzSplit(spec, split);
+  if (spec.dataset != "fashion-mnist") {
+    auto set = LoadArraySplit(spec, split);
     if (!set.ok()) {
       const Status& s = set.status();
       return s.code() == StatusCode::kInvalidArgument

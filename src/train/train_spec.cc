@@ -126,9 +126,10 @@ void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
   top.String("name", &s.name);
   ReadModel(top, &s);
   SpecReader& data = top.Section("dataset");
-  data.Enum("name", &s.dataset, {"fashion-mnist", "npz"});
-  if (s.dataset == "npz" && !data.Has("path")) {
-    data.AddError("path", "name: npz needs the archive's path (x_train, y_train, x_test, y_test)");
+  data.Enum("name", &s.dataset, {"fashion-mnist", "npz", "safetensors"});
+  if (s.dataset != "fashion-mnist" && !data.Has("path")) {
+    data.AddError(
+        "path", "name: " + s.dataset + " needs the file's path (x_train, y_train, x_test, y_test)");
   }
   data.String("path", &s.dataset_path);
   data.Int("train_limit", &s.train_limit, {.min = 0});
@@ -157,12 +158,11 @@ void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
   if (s.output_dir.empty()) s.output_dir = "runs/" + s.name;
   if (s.checkpoint.dir.empty()) s.checkpoint.dir = s.output_dir + "/checkpoints";
   std::error_code ec;
-  if (s.dataset == "npz") {
+  if (s.dataset != "fashion-mnist") {
     if (!fs::is_regular_file(s.dataset_path, ec)) {
-      data.AddError("path",
-                    s.dataset_path + (fs::exists(s.dataset_path, ec)
-                                          ? ": not a regular file"
-                                          : ": no such file (np.savez(path, x_train=...))"));
+      data.AddError(
+          "path", s.dataset_path +
+                      (fs::exists(s.dataset_path, ec) ? ": not a regular file" : ": no such file"));
     }
     return;
   }

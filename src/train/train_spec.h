@@ -92,7 +92,7 @@ struct TrainSpec {
   std::string model = "cnn";   // cnn | mlp | torchscript (model: {torchscript: FILE})
   std::string model_file;      // torchscript: the scripted or traced module, absolute
   std::string loss = "cross_entropy";  // of the model's output: cross_entropy (logits) | nll
-  std::string dataset = "fashion-mnist";  // fashion-mnist | npz (dataset.path: FILE.npz)
+  std::string dataset = "fashion-mnist";  // fashion-mnist | npz | safetensors (dataset.path: FILE)
   std::string dataset_path = "/usr/share/datasets/fashion-mnist";
   int64_t train_limit = 0;         // use only the first N training images; 0 = all
   int64_t test_limit = 0;          // evaluate on the first N test images; 0 = all

@@ -190,8 +190,9 @@ TEST_F(TorchScriptTest, BadModulesAreClearErrors) {
 }
 
 // Data of the user's own, as NumPy writes it: an .npz archive with Keras's
-// array names (x_train, y_train, x_test, y_test; uint8 images [n, 28, 28]).
-TEST_F(TorchScriptTest, NpzArchivesTrainBuiltInAndScriptedModels) {
+// array names (x_train, y_train, x_test, y_test; uint8 images [n, 28, 28]),
+// and the same arrays in a safetensors file.
+TEST_F(TorchScriptTest, NpzAndSafetensorsDataTrainBuiltInAndScriptedModels) {
   const fs::path script = dir_ / "make_npz.py";
   std::ofstream(script)
       << "import gzip, sys\n"
@@ -206,6 +207,18 @@ TEST_F(TorchScriptTest, NpzArchivesTrainBuiltInAndScriptedModels) {
          "    y_train=read('train-labels-idx1-ubyte.gz', 8, 3200, ()).astype(np.int64),\n"
          "    x_test=read('t10k-images-idx3-ubyte.gz', 16, 500, (28, 28)),\n"
          "    y_test=read('t10k-labels-idx1-ubyte.gz', 8, 500, ()).astype(np.int64))\n"
+         // The same arrays as safetensors, laid out by hand (header, then bytes).
+         "import json, struct\n"
+         "z = np.load(out)\n"
+         "header, blobs, at = {}, [], 0\n"
+         "for n in ['x_train', 'y_train', 'x_test', 'y_test']:\n"
+         "    b = z[n].tobytes()\n"
+         "    header[n] = {'dtype': {'uint8': 'U8', 'int64': 'I64'}[str(z[n].dtype)],\n"
+         "                 'shape': list(z[n].shape), 'data_offsets': [at, at + len(b)]}\n"
+         "    blobs.append(b)\n"
+         "    at += len(b)\n"
+         "h = json.dumps(header).encode()\n"
+         "open(out + '.safetensors', 'wb').write(struct.pack('<Q', len(h)) + h + b''.join(blobs))\n"
          "np.savez(out + '.rgb.npz', x_train=np.zeros((8, 3, 8, 8), np.float32),\n"
          "    y_train=np.zeros(8, np.int64), x_test=np.zeros((8, 3, 8, 8), np.float32),\n"
          "    y_test=np.zeros(8, np.int64))\n";
@@ -214,15 +227,21 @@ TEST_F(TorchScriptTest, NpzArchivesTrainBuiltInAndScriptedModels) {
       RunProcess({kPython, script.string(), kDataset, npz.string()}, (dir_ / "make_npz").string());
   ASSERT_EQ(made.exit_code, 0) << made.err;
   auto job = [&](const std::string& name, const std::string& model, const fs::path& data) {
-    return WriteJob(name, fmt::format("name: {}\nmodel: {}\ndataset:\n  name: npz\n  path: {}\n"
+    const char* format = data.extension() == ".safetensors" ? "safetensors" : "npz";
+    return WriteJob(name, fmt::format("name: {}\nmodel: {}\ndataset:\n  name: {}\n  path: {}\n"
                                       "batch_size: 32\nepochs: 1\nseed: 2\nthreads: 1\n"
                                       "optimizer:\n  type: adam\n  lr: 0.002\noutput_dir: {}\n",
-                                      name, model, data.string(), (dir_ / name).string()));
+                                      name, model, format, data.string(), (dir_ / name).string()));
   };
   ProcessResult cnn = Train(job("cnn", "cnn", npz), "", "cnn");
   ASSERT_EQ(cnn.exit_code, 0) << cnn.err;
   EXPECT_EQ(Summary("cnn")["steps"], 100);
   EXPECT_GT(Summary("cnn")["test_accuracy"].get<double>(), 0.6);
+  // The same arrays from a safetensors file train the same model, bit for bit.
+  ProcessResult st = Train(job("st", "cnn", npz.string() + ".safetensors"), "", "st");
+  ASSERT_EQ(st.exit_code, 0) << st.err;
+  EXPECT_EQ(Summary("st")["test_accuracy"], Summary("cnn")["test_accuracy"]);
+  EXPECT_EQ(Summary("st")["test_loss"], Summary("cnn")["test_loss"]);
   ProcessResult ts = Train(job("ts", "{torchscript: " + Module("resnet") + "}", npz), "", "ts");
   ASSERT_EQ(ts.exit_code, 0) << ts.err;
   EXPECT_GT(Summary("ts")["test_accuracy"].get<double>(), 0.6);
