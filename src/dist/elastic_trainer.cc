@@ -24,6 +24,7 @@
 #include "dist/state_sync.h"
 #include "train/checkpointer.h"
 #include "train/partition.h"
+#include "train/pretrained.h"
 #include "train/state_dict_export.h"
 #include "train/step_runner.h"
 #include "train/train_setup.h"
@@ -204,12 +205,18 @@ Status Worker::BecomeWriter(bool writer) {
   return Status::Ok();
 }
 
+// Rank 0 when no worker holds the state: the newest checkpoint, or a fresh
+// start (from the job's pretrained weights, if any); broadcast to the rest.
 Status Worker::ResumeFromCheckpoint() {
-  if (spec_.resume == "never") return Status::Ok();
-  spdlog::info("no worker holds the state: looking for a checkpoint");
-  SPOT_ASSIGN_OR_RETURN(train::ResumeInfo r, ckpt_->Resume(Refs()));
-  if (r.version >= 0) restored_step_ = r.step;
-  return Status::Ok();
+  if (spec_.resume != "never") {
+    spdlog::info("no worker holds the state: looking for a checkpoint");
+    SPOT_ASSIGN_OR_RETURN(train::ResumeInfo r, ckpt_->Resume(Refs()));
+    if (r.version >= 0) {
+      restored_step_ = r.step;
+      return Status::Ok();
+    }
+  }
+  return train::StartFromPretrained(spec_, *model_);
 }
 
 Status Worker::SyncState(const Generation& g, Clock::time_point t0) {

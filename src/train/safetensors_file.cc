@@ -43,8 +43,14 @@ Result<std::map<std::string, HostArray>> ReadSafetensors(const std::string& path
   }
   const uint64_t data_start = 8 + header_len;
   const uint64_t data_size = file.size() - data_start;
+  std::vector<std::string> wanted = names;
+  if (wanted.empty()) {
+    for (const auto& [k, v] : header.items()) {
+      if (k != "__metadata__") wanted.push_back(k);
+    }
+  }
   std::map<std::string, HostArray> out;
-  for (const std::string& name : names) {
+  for (const std::string& name : wanted) {
     if (!header.contains(name)) {
       std::string present;
       for (const auto& [k, v] : header.items()) {

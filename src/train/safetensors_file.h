@@ -15,7 +15,7 @@
 
 namespace spot::train {
 
-// Reads `names` from the safetensors file at `path`. InvalidArgument naming
+// Reads `names` (every tensor when empty) from the safetensors file at `path`. InvalidArgument naming
 // the file and the tensor: a header that is not JSON or does not fit the
 // file, a missing tensor (the message lists those present), an unsupported
 // dtype, offsets outside the data or not matching the shape.

@@ -96,6 +96,30 @@ void ReadDistributed(SpecReader& r, DistributedSpec* d) {
   r.Int("accumulation_steps", &d->accumulation_steps, {.min = 1, .max = 4096});
 }
 
+void ReadInit(SpecReader& r, InitSpec* init) {
+  r.String("weights", &init->weights);
+  r.StringList("skip", &init->skip);
+  r.Bool("strict", &init->strict);
+  if (r.IsMapping("rename")) {
+    SpecReader& m = r.Section("rename");
+    for (const std::string& from : m.Keys()) {
+      std::string to;
+      m.String(from, &to);
+      init->rename.emplace_back(from, to);
+    }
+  } else if (r.Has("rename")) {
+    r.AddError("rename", "must map old name prefixes to new ones, e.g. {\"backbone.\": \"\"}");
+  }
+  if (init->weights.empty()) return;
+  std::error_code ec;
+  if (!fs::is_regular_file(init->weights, ec)) {
+    r.AddError("weights",
+               init->weights + (fs::exists(init->weights, ec)
+                                    ? ": not a regular file"
+                                    : ": no such file (spot ckpt export ID --out FILE)"));
+  }
+}
+
 // `model: cnn|mlp`, or `model: {torchscript: FILE, loss: cross_entropy|nll}`
 // for a module the user scripted or traced in Python.
 void ReadModel(SpecReader& top, TrainSpec* s) {
@@ -147,6 +171,7 @@ void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
   ReadCheckpoint(top.Section("checkpoint"), &s.checkpoint);
   ReadRollback(top.Section("rollback"), &s.rollback);
   ReadDistributed(top.Section("distributed"), &s.distributed);
+  ReadInit(top.Section("init"), &s.init);
   SpecReader& faults = top.Section("faults");
   faults.Int("nan_loss_at_step", &s.faults.nan_loss_at_step, {.min = 0});
   faults.Int("spike_loss_at_step", &s.faults.spike_loss_at_step, {.min = 0});

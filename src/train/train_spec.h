@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/spec_reader.h"
 #include "core/status.h"
@@ -86,12 +88,23 @@ struct DistributedSpec {
   int64_t accumulation_steps = 1;  // micro-batches per worker per step (gradients summed), >= 1
 };
 
+// Pretrained weights a fresh run starts from (fine-tuning); a resume restores
+// its checkpoint instead.
+struct InitSpec {
+  std::string weights;  // a safetensors file (e.g. `spot ckpt export`); "" = none
+  // Name prefixes of the file's tensors replaced before matching: {"backbone.": ""}.
+  std::vector<std::pair<std::string, std::string>> rename;
+  std::vector<std::string>
+      skip;            // prefixes of the model's tensors left as initialized (a new head)
+  bool strict = true;  // a model tensor with no match, or an unused file tensor, is an error
+};
+
 struct TrainSpec {
-  std::string source;          // the file this came from, for messages
-  std::string name = "train";  // job name
-  std::string model = "cnn";   // cnn | mlp | torchscript (model: {torchscript: FILE})
-  std::string model_file;      // torchscript: the scripted or traced module, absolute
-  std::string loss = "cross_entropy";  // of the model's output: cross_entropy (logits) | nll
+  std::string source;                     // the file this came from, for messages
+  std::string name = "train";             // job name
+  std::string model = "cnn";              // cnn | mlp | torchscript (model: {torchscript: FILE})
+  std::string model_file;                 // torchscript: the scripted or traced module, absolute
+  std::string loss = "cross_entropy";     // of the model's output: cross_entropy (logits) | nll
   std::string dataset = "fashion-mnist";  // fashion-mnist | npz | safetensors (dataset.path: FILE)
   std::string dataset_path = "/usr/share/datasets/fashion-mnist";
   int64_t train_limit = 0;         // use only the first N training images; 0 = all
@@ -110,6 +123,7 @@ struct TrainSpec {
   RollbackSpec rollback;
   FaultSpec faults;
   DistributedSpec distributed;
+  InitSpec init;
 };
 
 // Reads and validates a job file. InvalidArgument naming file, line and field

@@ -23,6 +23,7 @@
 #include "train/checkpointer.h"
 #include "train/fashion_mnist.h"
 #include "train/model.h"
+#include "train/pretrained.h"
 #include "train/state_dict_export.h"
 #include "train/step_runner.h"
 #include "train/train_setup.h"
@@ -126,10 +127,11 @@ Status Trainer::Impl::Setup() {
 Status Trainer::Impl::MaybeResume() {
   if (spec.resume == "never") {
     spdlog::info("resume: never; starting fresh");
-    return Status::Ok();
+    return StartFromPretrained(spec, *model);
   }
   SPOT_ASSIGN_OR_RETURN(ResumeInfo r, ckpt->Resume(Refs()));
   runner->Reset();
+  if (r.version < 0) SPOT_RETURN_IF_ERROR(StartFromPretrained(spec, *model));
   summary.resumed_from_step = r.step;
   summary.resumed_from_version = r.version;
   return Status::Ok();

@@ -255,6 +255,85 @@ TEST_F(SpotTrainTest, OneProcessAndOneElasticWorkerTrainBitForBitTheSame) {
             *ReadFile((dir_ / "elastic" / "model.pt").string()));
 }
 
+// Fine-tuning: a fresh run starts from a safetensors file's weights, by name,
+// with prefixes renamed and a replaced head left out; a file that does not
+// fit the model is refused before training, naming what does not fit.
+TEST_F(SpotTrainTest, AFreshRunStartsFromPretrainedWeights) {
+  Job j;
+  j.steps = 150;
+  j.schedule = "constant";
+  j.warmup = 0;
+  ASSERT_EQ(Train(WriteJob("base", JobYaml(j, dir_ / "base")), "", "base").exit_code, 0);
+  const nlohmann::json base =
+      nlohmann::json::parse(*ReadFile((dir_ / "base" / "summary.json").string()));
+  const fs::path weights = dir_ / "base.safetensors";
+  ProcessResult exported =
+      Spot({"ckpt", "export", std::to_string(base["last_checkpoint_version"].get<int64_t>()),
+            "--dir", (dir_ / "base" / "checkpoints").string(), "--out", weights.string()},
+           "export");
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+
+  auto run = [&](const std::string& name, const std::string& init, const std::string& model) {
+    Job k = j;
+    k.model = model;
+    k.steps = 1;
+    k.lr = 1e-6;  // one step that barely moves: what it evaluates is what it loaded
+    return Train(WriteJob(name, JobYaml(k, dir_ / name) + init), "", name);
+  };
+  auto accuracy = [&](const std::string& name) {
+    return nlohmann::json::parse(
+               *ReadFile((dir_ / name / "summary.json").string()))["test_accuracy"]
+        .get<double>();
+  };
+  ProcessResult whole =
+      run("whole", fmt::format("init: {{weights: {}}}\n", weights.string()), "cnn");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_NE(whole.err.find("init: 16 tensors from"), std::string::npos) << whole.err;
+  EXPECT_NEAR(accuracy("whole"), base["test_accuracy"].get<double>(), 0.01);
+  ProcessResult fresh = run("fresh", "", "cnn");
+  ASSERT_EQ(fresh.exit_code, 0);
+  EXPECT_LT(accuracy("fresh"), accuracy("whole") - 0.2) << "the weights made the difference";
+
+  // The file's names under another prefix, and a new head.
+  ProcessResult renamed =
+      RunProcess({"/usr/bin/python3", "-c",
+                  "import json, struct, sys\n"
+                  "b = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', b[:8])[0]\n"
+                  "h = json.loads(b[8:8 + n])\n"
+                  "h = {('backbone.' + k if k != '__metadata__' else k): v for k, v in h.items()}\n"
+                  "t = json.dumps(h).encode()\n"
+                  "open(sys.argv[2], 'wb').write(struct.pack('<Q', len(t)) + t + b[8 + n:])\n",
+                  weights.string(), (dir_ / "prefixed.safetensors").string()},
+                 (dir_ / "prefix").string());
+  ASSERT_EQ(renamed.exit_code, 0) << renamed.err;
+  ProcessResult head = run("head",
+                           fmt::format("init:\n  weights: {}\n  rename: {{\"backbone.\": \"\"}}\n"
+                                       "  skip: [fc2.]\n",
+                                       (dir_ / "prefixed.safetensors").string()),
+                           "cnn");
+  ASSERT_EQ(head.exit_code, 0) << head.err;
+  EXPECT_NE(head.err.find("init: 14 tensors from"), std::string::npos) << head.err;
+  EXPECT_NE(head.err.find("init: left as initialized: fc2.weight, fc2.bias"), std::string::npos)
+      << head.err;
+
+  // Weights of another model: refused, with what does not fit.
+  ProcessResult other =
+      run("other", fmt::format("init: {{weights: {}}}\n", weights.string()), "mlp");
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_NE(other.err.find("init.weights: " + weights.string()), std::string::npos) << other.err;
+  EXPECT_NE(other.err.find("fc1.weight is [128, 3136], the model's fc1.weight is [256, 784]"),
+            std::string::npos)
+      << other.err;
+  ProcessResult loose = run("loose",
+                            fmt::format("init: {{weights: {}, strict: true, skip: [fc]}}\n",
+                                        (dir_ / "prefixed.safetensors").string()),
+                            "mlp");
+  EXPECT_EQ(loose.exit_code, 2);
+  EXPECT_NE(loose.err.find("does not fit the model (init.strict): unused: backbone."),
+            std::string::npos)
+      << loose.err;
+}
+
 TEST_F(SpotTrainTest, CheckpointOfAnotherJobIsRefused) {
   Job job;
   job.model = "mlp";
