@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "train/safetensors_file.h"
+#include "train/train_setup.h"
 
 namespace spot::train {
 namespace {
@@ -26,14 +27,6 @@ std::string Renamed(const std::string& name, const InitSpec& init) {
     if (name.rfind(from, 0) == 0) return to + name.substr(from.size());
   }
   return name;
-}
-
-at::ScalarType TypeOf(const std::string& dtype) {
-  static const std::map<std::string, at::ScalarType> kTypes = {
-      {"f4", at::kFloat}, {"f8", at::kDouble}, {"u1", at::kByte}, {"i1", at::kChar},
-      {"b1", at::kBool},  {"i2", at::kShort},  {"i4", at::kInt},  {"i8", at::kLong}};
-  auto it = kTypes.find(dtype);
-  return it == kTypes.end() ? at::ScalarType::Undefined : it->second;
 }
 
 std::string List(const std::vector<std::string>& names) {
@@ -73,7 +66,7 @@ Result<InitReport> LoadPretrained(const InitSpec& init, Net& model) {
           "{}: {} is [{}], the model's {} is {}: leave it out with init.skip (a new head)",
           init.weights, it->second, fmt::join(a.shape, ", "), name, want.str()));
     }
-    if (TypeOf(a.dtype) == at::ScalarType::Undefined ||
+    if (TorchTypeOf(a.dtype) == at::ScalarType::Undefined ||
         (t.is_floating_point() != (a.dtype == "f4" || a.dtype == "f8"))) {
       return InvalidArgumentError(
           fmt::format("{}: {} has dtype {}, which the model's {} ({}) cannot take", init.weights,
@@ -96,8 +89,7 @@ Result<InitReport> LoadPretrained(const InitSpec& init, Net& model) {
   }
   torch::NoGradGuard no_grad;
   for (auto& [t, a] : copies) {
-    at::Tensor src = at::from_blob(const_cast<char*>(a->data.data()), a->shape, TypeOf(a->dtype));
-    t.copy_(src);
+    t.copy_(TensorFromHost(*a));
     ++r.loaded;
   }
   return r;

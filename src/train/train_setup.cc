@@ -29,18 +29,6 @@ TensorSet ToTensors(const ImageSet& s) {
   return t;
 }
 
-at::ScalarType TorchType(const std::string& dtype) {
-  static const std::map<std::string, at::ScalarType> kTypes = {
-      {"f4", at::kFloat}, {"f8", at::kDouble}, {"u1", at::kByte}, {"i1", at::kChar},
-      {"b1", at::kBool},  {"i2", at::kShort},  {"i4", at::kInt},  {"i8", at::kLong}};
-  auto it = kTypes.find(dtype);
-  return it == kTypes.end() ? at::ScalarType::Undefined : it->second;
-}
-
-at::Tensor FromHost(const HostArray& a) {
-  return at::from_blob(const_cast<char*>(a.data.data()), a.shape, TorchType(a.dtype)).clone();
-}
-
 // A split of an .npz archive or a safetensors file with Keras's names:
 // x_<split> (float32/64 as is, uint8 scaled to [0, 1]; [n, H, W] gets a
 // channel, [n, 1, H, W]) and y_<split> (integer class labels >= 0, [n]).
@@ -67,10 +55,10 @@ Result<TensorSet> LoadArraySplit(const TrainSpec& spec, Split split) {
         fmt::join(x.shape, ", "), yn, fmt::join(y.shape, ", ")));
   }
   TensorSet t;
-  t.images = FromHost(x);
+  t.images = TensorFromHost(x);
   t.images = x.dtype == "u1" ? t.images.to(at::kFloat).div_(255) : t.images.to(at::kFloat);
   if (t.images.dim() == 3) t.images = t.images.unsqueeze(1);
-  t.labels = FromHost(y).to(at::kLong);
+  t.labels = TensorFromHost(y).to(at::kLong);
   const int64_t low = t.labels.min().item<int64_t>();
   if (low < 0) {
     const int64_t at = t.labels.lt(0).nonzero()[0][0].item<int64_t>();
@@ -81,6 +69,18 @@ Result<TensorSet> LoadArraySplit(const TrainSpec& spec, Split split) {
 }
 
 }  // namespace
+
+at::ScalarType TorchTypeOf(const std::string& dtype) {
+  static const std::map<std::string, at::ScalarType> kTypes = {
+      {"f4", at::kFloat}, {"f8", at::kDouble}, {"u1", at::kByte}, {"i1", at::kChar},
+      {"b1", at::kBool},  {"i2", at::kShort},  {"i4", at::kInt},  {"i8", at::kLong}};
+  auto it = kTypes.find(dtype);
+  return it == kTypes.end() ? at::ScalarType::Undefined : it->second;
+}
+
+at::Tensor TensorFromHost(const HostArray& a) {
+  return at::from_blob(const_cast<char*>(a.data.data()), a.shape, TorchTypeOf(a.dtype)).clone();
+}
 
 // Training allocates and frees the same large buffers every step (activations,
 // gradients, the optimizer's temporaries). glibc serves blocks above its mmap

@@ -13,6 +13,7 @@
 #include "ckpt/store.h"
 #include "core/status.h"
 #include "train/fashion_mnist.h"
+#include "train/host_array.h"
 #include "train/model.h"
 #include "train/train_spec.h"
 
@@ -24,6 +25,12 @@ struct TensorSet {
   at::Tensor labels;
   int64_t size() const { return images.size(0); }
 };
+
+// LibTorch's element type for a HostArray dtype ("f4" -> kFloat); Undefined
+// for one it lacks (uint16).
+at::ScalarType TorchTypeOf(const std::string& dtype);
+// A copy of `a` as a tensor. REQUIRES: TorchTypeOf(a.dtype) is defined.
+at::Tensor TensorFromHost(const HostArray& a);
 
 // Loads one split as tensors, keeping the first `limit` images (0 = all).
 // InvalidArgument names the spec's dataset.path.
