@@ -385,10 +385,9 @@ Status Worker::AfterBatch(const Generation& g, const train::BatchEnd& end) {
 }
 
 Result<Worker::Outcome> Worker::TrainGeneration(const Generation& g) {
-  // A fresh run with rollback on saves its initial state: something to roll back to.
-  if (ckpt_ && spec_.rollback.enabled && counters_.step == 0 && ckpt_->last_saved_step() < 0) {
-    SPOT_RETURN_IF_ERROR(MaybeSave(/*force=*/true));
-  }
+  // Unlike `spot train`, no save of the initial state: on a spot instance the
+  // first seconds may already be a notice's, and that save would compete with
+  // the one the notice needs. A rollback goes back to the newest checkpoint.
   while (!runner_->Finished()) {
     const Slice batch = runner_->NextBatch();
     if (runner_->NextIsSkipped()) {
