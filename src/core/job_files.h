@@ -48,8 +48,9 @@ struct ProgressReport {
 };
 
 // One line of a job's step log (JobFiles::step_log): a committed step, as
-// "step,epoch,loss,lr"; a step redone after a loss appears again. Losses and
-// rates are written with 9 significant digits: a float round-trips exactly.
+// "step,epoch,loss,lr"; a step redone after a loss appears again. Losses (the
+// batch's mean, in double) and rates are written with 9 significant digits,
+// the same text for the same bits: runs are compared line by line.
 struct StepLogRow {
   int64_t step = 0;
   int64_t epoch = 0;

@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "core/clock.h"
 #include "ckpt/interval.h"
 #include "ckpt/store.h"
+#include "core/clock.h"
 #include "core/file_io.h"
 #include "train/model.h"
 #include "train/train_setup.h"
@@ -146,8 +146,8 @@ Result<ResumeInfo> Checkpointer::Resume(const TrainRefs& s) {
     return FailedPreconditionError(fmt::format(
         "{}: checkpoint {} was made by a different job (model {}, batch_size {}, seed {}); this "
         "job has model {}, batch_size {}, seed {}: use another checkpoint.dir or resume: never",
-        m.store->dir(), loaded->info.id, c.model, c.batch_size, c.seed, ModelName(spec), spec.batch_size,
-        spec.seed));
+        m.store->dir(), loaded->info.id, c.model, c.batch_size, c.seed, ModelName(spec),
+        spec.batch_size, spec.seed));
   }
   TrainerCounters& now = *s.counters;
   if (c.threads != now.threads || c.blas != now.blas) {
@@ -238,6 +238,5 @@ double Checkpointer::IntervalSeconds() const {
   return impl_->interval ? impl_->interval->IntervalSeconds() : 0;
 }
 bool Checkpointer::has_interval() const { return impl_->interval.has_value(); }
-const std::string& Checkpointer::dir() const { return impl_->store->dir(); }
 
 }  // namespace spot::train

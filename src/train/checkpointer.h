@@ -85,7 +85,6 @@ class Checkpointer {
   double MeasuredOverhead() const;
   double IntervalSeconds() const;
   bool has_interval() const;
-  const std::string& dir() const;
 
  private:
   struct Impl;

@@ -103,26 +103,17 @@ void KeepActivationBuffersInHeap() {
 }
 
 Result<TensorSet> LoadSplit(const TrainSpec& spec, Split split, int64_t limit) {
-  TensorSet t;
-  if (spec.dataset != "fashion-mnist") {
-    auto set = LoadArraySplit(spec, split);
-    if (!set.ok()) {
-      const Status& s = set.status();
-      return s.code() == StatusCode::kInvalidArgument
-                 ? s.WithContext(spec.source + ": dataset.path")
-                 : s;
-    }
-    t = std::move(set).value();
-  } else {
-    auto set = LoadFashionMnist(spec.dataset_path, split);
-    if (!set.ok()) {
-      const Status& s = set.status();
-      return s.code() == StatusCode::kInvalidArgument
-                 ? s.WithContext(spec.source + ": dataset.path")
-                 : s;
-    }
-    t = ToTensors(*set);
+  Result<TensorSet> set = [&]() -> Result<TensorSet> {
+    if (spec.dataset != "fashion-mnist") return LoadArraySplit(spec, split);
+    SPOT_ASSIGN_OR_RETURN(ImageSet images, LoadFashionMnist(spec.dataset_path, split));
+    return ToTensors(images);
+  }();
+  if (!set.ok()) {
+    const Status& s = set.status();
+    return s.code() == StatusCode::kInvalidArgument ? s.WithContext(spec.source + ": dataset.path")
+                                                    : s;
   }
+  TensorSet t = std::move(set).value();
   if (limit > 0 && limit < t.size()) {
     t.images = t.images.slice(0, 0, limit).clone();
     t.labels = t.labels.slice(0, 0, limit).clone();

@@ -18,7 +18,7 @@
 namespace spot::train {
 
 struct TrainOptions {
-  std::string step_log_path;    // when set, appends "step,epoch,loss,lr" per step (exact floats)
+  std::string step_log_path;  // when set, appends "step,epoch,loss,lr" per step (core/job_files.h)
   bool plain_progress = false;  // periodic log lines even on a terminal
   double log_interval_s = 10;   // seconds between plain progress lines
   // Install handlers: SIGUSR1 saves a checkpoint now; SIGTERM and SIGINT save
