@@ -28,6 +28,7 @@
 #include "core/temp_dir.h"
 #include "elastic_workload.h"
 #include "fleet_workload.h"
+#include "gpt_workload.h"
 #include "monitor_workload.h"
 #include "report.h"
 #include "run_workload.h"
@@ -48,13 +49,14 @@ struct Flags {
   RunBenchOptions run;
   MonitorBenchOptions monitor;
   FleetBenchOptions fleet;
+  GptBenchOptions gpt;
 };
 
 void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--workloads", f->workloads,
-                 "Comma-separated: train, ckpt, sim, elastic, run, monitor, fleet")
+                 "Comma-separated: train, ckpt, sim, elastic, run, monitor, fleet, gpt")
       ->delimiter(',')
-      ->check(CLI::IsMember({"train", "ckpt", "sim", "elastic", "run", "monitor", "fleet"}))
+      ->check(CLI::IsMember({"train", "ckpt", "sim", "elastic", "run", "monitor", "fleet", "gpt"}))
       ->capture_default_str();
   app.add_option("--threads", f->train.threads, "Intra-op threads on both sides")
       ->check(CLI::Range(1, 256))
@@ -178,6 +180,9 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "fleet: SpotSim starts per policy and N")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--gpt-steps", f->gpt.steps, "gpt: optimizer steps on each side")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--work-dir", f->work_dir, "Scratch directory (default: a new temporary one)");
 }
 
@@ -214,6 +219,10 @@ int Run(Flags& f) {
   f.monitor.spot_bin = f.elastic.spot_bin;
   f.monitor.work_dir = f.work_dir;
   f.fleet.work_dir = f.work_dir;
+  f.gpt.work_dir = f.work_dir;
+  f.gpt.spot_bin = f.elastic.spot_bin;
+  f.gpt.python = f.train.python;
+  f.gpt.threads = f.train.threads;
   f.monitor.dataset_path = f.train.dataset_path;
   f.run.dataset_path = f.train.dataset_path;
   f.elastic.python = f.train.python;
@@ -231,6 +240,7 @@ int Run(Flags& f) {
                                  : w == "run"     ? RunRunWorkload(f.run)
                                  : w == "monitor" ? RunMonitorWorkload(f.monitor)
                                  : w == "fleet"   ? RunFleetWorkload(f.fleet)
+                                 : w == "gpt"     ? RunGptWorkload(f.gpt)
                                                   : RunSimWorkload(f.sim);
     if (!report.ok()) {
       fmt::print(stderr, "error: workload {}: {}\n", w, report.status().ToString());
@@ -254,6 +264,8 @@ int main(int argc, char** argv) {
   flags.elastic.spot_bin = SPOT_BINARY_DIR "/bin/spot";
   flags.run.job_file = SPOT_SOURCE_DIR "/examples/fashion-mnist-spot.yaml";
   flags.run.source_dir = SPOT_SOURCE_DIR;
+  flags.gpt.reference = SPOT_SOURCE_DIR "/examples/gpt-bible/reference.py";
+  flags.gpt.job_template = SPOT_SOURCE_DIR "/examples/gpt-bible.yaml";
   CLI::App app{"spot_bench: SpotTrain against its anchors (Python PyTorch, torch::save)."};
   spot::bench::AddFlags(app, &flags);
   try {

@@ -1,9 +1,11 @@
 """The models of `spot train` in Python PyTorch.
 
-Module and parameter names match src/train/model.cc, so the state dict that
-`spot train` writes (model.pt) loads with model.load_state_dict(torch.load(...)).
+Module and parameter names match src/train/model.cc and src/train/gpt_model.cc,
+so the state dict that `spot train` writes (model.pt) loads with
+model.load_state_dict(torch.load(...)).
 """
 import gzip
+import math
 import os
 
 import numpy as np
@@ -47,8 +49,103 @@ class Mlp(nn.Module):
         return self.fc3(h)
 
 
+class CausalSelfAttention(nn.Module):
+    def __init__(self, width, heads, context, dropout):
+        super().__init__()
+        self.heads = heads
+        self.c_attn = nn.Linear(width, 3 * width)
+        self.c_proj = nn.Linear(width, width)
+        self.attn_dropout = nn.Dropout(dropout)
+        self.resid_dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.ones(context, context, dtype=torch.bool).tril(),
+                             persistent=False)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.c_attn(x).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(c // self.heads))
+        att = att.masked_fill(~self.mask[:t, :t], float("-inf"))
+        att = self.attn_dropout(att.softmax(-1))
+        y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class GptMlp(nn.Module):
+    def __init__(self, width, dropout):
+        super().__init__()
+        self.c_fc = nn.Linear(width, 4 * width)
+        self.c_proj = nn.Linear(4 * width, width)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(F.gelu(self.c_fc(x))))
+
+
+class Block(nn.Module):
+    def __init__(self, width, heads, context, dropout):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(width)
+        self.attn = CausalSelfAttention(width, heads, context, dropout)
+        self.ln_2 = nn.LayerNorm(width)
+        self.mlp = GptMlp(width, dropout)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class Gpt(nn.Module):
+    """`model: {name: gpt}`: nanoGPT's layout and initialization, the output layer tied to
+    the token embedding. Token ids [b, T] -> next-token logits [b, T, vocab]."""
+
+    def __init__(self, vocab, layers=4, heads=4, width=128, context=128, dropout=0.0):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(vocab, width),
+            wpe=nn.Embedding(context, width),
+            drop=nn.Dropout(dropout),
+            h=nn.ModuleList([Block(width, heads, context, dropout) for _ in range(layers)]),
+            ln_f=nn.LayerNorm(width)))
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, 0.0, 0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+        for block in self.transformer.h:
+            for proj in (block.attn.c_proj, block.mlp.c_proj):
+                nn.init.normal_(proj.weight, 0.0, 0.02 / math.sqrt(2 * layers))
+
+    def forward(self, idx):
+        t = idx.size(1)
+        tf = self.transformer
+        x = tf.drop(tf.wte(idx) + tf.wpe(torch.arange(t, device=idx.device)))
+        for block in tf.h:
+            x = block(x)
+        return F.linear(tf.ln_f(x), tf.wte.weight)
+
+
 def make_model(name):
     return {"cnn": Cnn, "mlp": Mlp}[name]()
+
+
+def load_tokens(directory, split, dtype="uint16"):
+    """The token ids of train.bin or val.bin (dataset: {name: tokens}) as int64 [N]."""
+    name = "train.bin" if split == "train" else "val.bin"
+    ids = np.fromfile(os.path.join(directory, name), dtype=np.dtype(dtype).newbyteorder("<"))
+    return torch.from_numpy(ids.astype(np.int64))
+
+
+def windows(tokens, idx, context, stride):
+    """Samples `idx` of a token stream as spot train cuts them: inputs and next-token
+    targets, [len(idx), context] each."""
+    pos = torch.as_tensor(idx).unsqueeze(1) * stride + torch.arange(context + 1).unsqueeze(0)
+    w = tokens[pos]
+    return w[:, :-1], w[:, 1:]
+
+
+def window_count(tokens, context, stride):
+    return (len(tokens) - context - 1) // stride + 1
 
 
 def load_fashion_mnist(directory, split):

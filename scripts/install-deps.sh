@@ -17,8 +17,9 @@ PACKAGES=(
   etcd-server etcd-client iproute2
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
-  # data and the Python side (interop test, benchmark baseline)
-  dataset-fashion-mnist python3 python3-torch python3-numpy
+  # data and the Python side (interop test, benchmark baseline): Fashion-MNIST,
+  # and the King James Bible for the language model (examples/gpt-bible)
+  dataset-fashion-mnist bible-kjv python3 python3-torch python3-numpy python3-yaml
   # monitoring: a Prometheus server and promtool for the metrics tests, protoc to
   # read TensorBoard event files back, Chromium and its WebDriver for the dashboard
   # test, Node.js to fetch the dashboard's front-end libraries from npm at build time

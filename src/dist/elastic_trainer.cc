@@ -140,7 +140,7 @@ Status Worker::Init() {
   counters_.blas = train::BlasLibrary();
   SPOT_ASSIGN_OR_RETURN(train_, train::LoadSplit(spec_, train::Split::kTrain, spec_.train_limit));
   SPOT_ASSIGN_OR_RETURN(test_, train::LoadSplit(spec_, train::Split::kTest, spec_.test_limit));
-  SPOT_ASSIGN_OR_RETURN(model_, train::BuildModel(spec_, train_.images.sizes().slice(1).vec()));
+  SPOT_ASSIGN_OR_RETURN(model_, train::BuildModel(spec_, train_.SampleShape()));
   optimizer_ = train::MakeOptimizer(spec_.optimizer, *model_);
   runner_.emplace(spec_, train_, Refs());
 
@@ -354,9 +354,10 @@ Status Worker::Evaluate(const Generation& g, int64_t epoch, bool partial) {
                            .rank = g.rank});
   }
   if (g.rank == 0) {
-    spdlog::info("epoch {}{} step {}: test accuracy {:.2f}%, test loss {:.4f} ({} workers)",
-                 epoch + 1, partial ? " (partial)" : "", counters_.step,
-                 summary_.test_accuracy * 100, summary_.test_loss, g.world_size());
+    spdlog::info("epoch {}{} step {}: {} ({} workers)", epoch + 1, partial ? " (partial)" : "",
+                 counters_.step,
+                 train::EvalText(spec_.loss, summary_.test_accuracy, summary_.test_loss),
+                 g.world_size());
   }
   return Status::Ok();
 }
@@ -378,9 +379,10 @@ Status Worker::MaybeSave(bool force) {
   return Status::Ok();
 }
 
-// After a committed or skipped batch: evaluation at an epoch's end and at the last step.
+// After a committed or skipped batch: evaluation at an epoch's end, at the
+// last step and every eval_every steps.
 Status Worker::AfterBatch(const Generation& g, const train::BatchEnd& end) {
-  if (!end.epoch_done && !end.last) return Status::Ok();
+  if (!train::EvaluationDue(spec_, end, counters_.step, evaluated_step_)) return Status::Ok();
   return Evaluate(g, end.epoch, !end.epoch_done);
 }
 

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 
+#include "train/gpt_model.h"
 #include "train/torchscript_model.h"
 
 namespace spot::train {
@@ -100,7 +101,17 @@ std::shared_ptr<Net> MakeModel(const std::string& name) {
 
 Result<std::shared_ptr<Net>> BuildModel(const TrainSpec& spec,
                                         const std::vector<int64_t>& sample_shape) {
-  if (spec.model == "torchscript") return LoadTorchScriptModel(spec.model_file, sample_shape);
+  if (spec.model == "torchscript") {
+    return LoadTorchScriptModel(spec.model_file, sample_shape, spec.loss == "lm");
+  }
+  if (spec.model == "gpt") {
+    if (sample_shape.size() != 1 || sample_shape[0] > spec.gpt.context) {
+      return InvalidArgumentError(fmt::format(
+          "{}: model gpt reads windows of at most {} token ids; the data set's samples are [{}]",
+          spec.source, spec.gpt.context, fmt::join(sample_shape, ", ")));
+    }
+    return MakeGpt(spec.gpt);
+  }
   if (sample_shape != std::vector<int64_t>{1, 28, 28}) {
     return InvalidArgumentError(fmt::format(
         "{}: model {} takes [1, 28, 28] images; the data set's samples are [{}]: train your own "

@@ -4,11 +4,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
+#include <torch/serialize.h>
 #include <torch/utils.h>
 
 #include <map>
 #include <sstream>
 
+#include "core/file_io.h"
 #include "train/safetensors_file.h"
 #include "train/train_setup.h"
 
@@ -37,13 +39,76 @@ std::string List(const std::vector<std::string>& names) {
       names.size() > kShown ? fmt::format(" and {} more", names.size() - kShown) : "");
 }
 
+using TensorMap = std::map<std::string, at::Tensor>;
+
+// A state dict from torch.save (a zip archive holding a pickle): {name:
+// tensor}, or a training checkpoint holding one under "model", "state_dict"
+// or "model_state_dict" (nanoGPT's, Lightning's, the PyTorch tutorials').
+Result<TensorMap> ReadStateDict(const std::string& path, std::vector<char> bytes) {
+  c10::IValue v;
+  try {
+    v = torch::pickle_load(bytes);
+  } catch (const c10::Error& e) {
+    // LibTorch's unpickler turns collections.OrderedDict into None (it
+    // expects one only in a tensor's unused backward hooks).
+    const std::string_view raw(bytes.data(), bytes.size());
+    if (raw.find("collections\nOrderedDict") != std::string_view::npos) {
+      return InvalidArgumentError(
+          path +
+          ": an OrderedDict (model.state_dict() as it is), which LibTorch 1.13 cannot "
+          "read: save a plain dict, torch.save(dict(model.state_dict()), path), or "
+          "safetensors");
+    }
+    return InvalidArgumentError(
+        fmt::format("{}: not a state dict torch.load reads: {}", path, e.what_without_backtrace()));
+  }
+  for (int depth = 0; depth < 2 && v.isGenericDict(); ++depth) {
+    TensorMap out;
+    c10::IValue nested;
+    for (const auto& kv : v.toGenericDict()) {
+      if (!kv.key().isString()) continue;
+      const std::string key = kv.key().toStringRef();
+      if (kv.value().isTensor()) out[key] = kv.value().toTensor();
+      if ((key == "model" || key == "state_dict" || key == "model_state_dict") &&
+          kv.value().isGenericDict()) {
+        nested = kv.value();
+      }
+    }
+    if (!out.empty()) return out;
+    if (nested.isNone()) break;
+    v = nested;
+  }
+  return InvalidArgumentError(
+      path +
+      ": holds no tensors by name (save model.state_dict(), or a dict with it under "
+      "\"model\" or \"state_dict\")");
+}
+
+// The tensors of a safetensors file, or of a torch.save state dict.
+Result<TensorMap> ReadWeights(const std::string& path) {
+  SPOT_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  if (bytes.rfind("PK\x03\x04", 0) == 0) {
+    return ReadStateDict(path, std::vector<char>(bytes.begin(), bytes.end()));
+  }
+  SPOT_ASSIGN_OR_RETURN(auto arrays, ReadSafetensors(path, {}));
+  TensorMap out;
+  for (const auto& [name, a] : arrays) {
+    if (TorchTypeOf(a.dtype) == at::ScalarType::Undefined) {
+      return InvalidArgumentError(
+          fmt::format("{}: {} has dtype {}, which no model tensor takes", path, name, a.dtype));
+    }
+    out[name] = TensorFromHost(a);
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<InitReport> LoadPretrained(const InitSpec& init, Net& model) {
-  SPOT_ASSIGN_OR_RETURN(auto file, ReadSafetensors(init.weights, {}));
+  SPOT_ASSIGN_OR_RETURN(TensorMap file, ReadWeights(init.weights));
   std::map<std::string, std::string> by_model_name;  // renamed -> the file's name
-  for (const auto& [name, array] : file) by_model_name[Renamed(name, init)] = name;
-  std::vector<std::pair<at::Tensor, const HostArray*>> copies;
+  for (const auto& [name, tensor] : file) by_model_name[Renamed(name, init)] = name;
+  std::vector<std::pair<at::Tensor, const at::Tensor*>> copies;
   std::map<std::string, bool> used;
   InitReport r;
   auto visit = [&](const std::string& name, const at::Tensor& t) -> Status {
@@ -57,27 +122,28 @@ Result<InitReport> LoadPretrained(const InitSpec& init, Net& model) {
       r.missing.push_back(name);
       return Status::Ok();
     }
-    const HostArray& a = file.at(it->second);
+    const at::Tensor& a = file.at(it->second);
     used[it->second] = true;
-    if (a.shape != t.sizes().vec()) {
-      std::ostringstream want;
+    if (a.sizes() != t.sizes()) {
+      std::ostringstream have, want;
+      have << a.sizes();
       want << t.sizes();
       return InvalidArgumentError(fmt::format(
-          "{}: {} is [{}], the model's {} is {}: leave it out with init.skip (a new head)",
-          init.weights, it->second, fmt::join(a.shape, ", "), name, want.str()));
+          "{}: {} is {}, the model's {} is {}: leave it out with init.skip (a new head)",
+          init.weights, it->second, have.str(), name, want.str()));
     }
-    if (TorchTypeOf(a.dtype) == at::ScalarType::Undefined ||
-        (t.is_floating_point() != (a.dtype == "f4" || a.dtype == "f8"))) {
+    if (t.is_floating_point() != a.is_floating_point()) {
       return InvalidArgumentError(
           fmt::format("{}: {} has dtype {}, which the model's {} ({}) cannot take", init.weights,
-                      it->second, a.dtype, name, std::string(c10::toString(t.scalar_type()))));
+                      it->second, std::string(c10::toString(a.scalar_type())), name,
+                      std::string(c10::toString(t.scalar_type()))));
     }
     copies.emplace_back(t, &a);
     return Status::Ok();
   };
   for (const auto& p : model.named_parameters()) SPOT_RETURN_IF_ERROR(visit(p.key(), p.value()));
   for (const auto& b : model.named_buffers()) SPOT_RETURN_IF_ERROR(visit(b.key(), b.value()));
-  for (const auto& [name, array] : file) {
+  for (const auto& [name, tensor] : file) {
     if (!used.count(name)) r.unused.push_back(name);
   }
   if (init.strict && (!r.missing.empty() || !r.unused.empty())) {
@@ -89,7 +155,7 @@ Result<InitReport> LoadPretrained(const InitSpec& init, Net& model) {
   }
   torch::NoGradGuard no_grad;
   for (auto& [t, a] : copies) {
-    t.copy_(TensorFromHost(*a));
+    t.copy_(*a);
     ++r.loaded;
   }
   return r;

@@ -1,6 +1,8 @@
 // Starting a fresh run from pretrained weights (the job's `init:` section):
 // the tensors of a safetensors file (`spot ckpt export`, or
-// `safetensors.torch.save_file(model.state_dict(), ...)` in Python) copied
+// `safetensors.torch.save_file(model.state_dict(), ...)` in Python) or of a
+// state dict saved with torch.save (also inside a training checkpoint's
+// "model" or "state_dict" entry) copied
 // into the model's parameters and buffers by name, after renaming prefixes,
 // leaving `skip` prefixes (a replaced head) as initialized. Every tensor is
 // accounted for: loaded, skipped, missing from the file, or unused.

@@ -18,6 +18,12 @@ int64_t StepsPerEpoch(const TrainSpec& spec, int64_t n) {
   return (n + spec.batch_size - 1) / spec.batch_size;
 }
 
+bool EvaluationDue(const TrainSpec& spec, const BatchEnd& end, int64_t step,
+                   int64_t evaluated_step) {
+  if (end.epoch_done || end.last) return true;
+  return spec.eval_every > 0 && step % spec.eval_every == 0 && step != evaluated_step;
+}
+
 int64_t TotalSteps(const TrainSpec& spec, int64_t n) {
   int64_t total = spec.epochs > 0 ? spec.epochs * StepsPerEpoch(spec, n) : spec.steps;
   if (spec.steps > 0) total = std::min(total, spec.steps);
@@ -93,8 +99,7 @@ Result<StepOutcome> StepRunner::Run(Slice batch, Slice mine, GradientSync& sync,
     at::manual_seed(static_cast<uint64_t>(spec_.seed) * 1000003u +
                     static_cast<uint64_t>(c.step) * 8191u + static_cast<uint64_t>(part.begin));
     at::Tensor idx = order_.slice(0, part.begin, part.end);
-    at::Tensor x = data_.images.index_select(0, idx);
-    at::Tensor y = data_.labels.index_select(0, idx);
+    auto [x, y] = data_.Take(idx);
     at::Tensor loss = LossSum(spec_.loss, state_.model->forward(x), y);
     if (fault != 1.0) loss = loss * fault;
     local.loss_sum += loss.item<double>();

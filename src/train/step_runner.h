@@ -112,6 +112,12 @@ class StepRunner {
   int64_t order_epoch_ = -1;
 };
 
+// Whether to evaluate after a batch that ended as `end`, the counters now at
+// `step`, the last evaluation at `evaluated_step`: at an epoch's end, at the
+// last step, and every spec.eval_every steps.
+bool EvaluationDue(const TrainSpec& spec, const BatchEnd& end, int64_t step,
+                   int64_t evaluated_step);
+
 // Steps per epoch and in all for a training set of `n` samples.
 int64_t StepsPerEpoch(const TrainSpec& spec, int64_t n);
 int64_t TotalSteps(const TrainSpec& spec, int64_t n);

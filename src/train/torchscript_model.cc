@@ -47,7 +47,8 @@ std::string Shape(const at::Tensor& t) {
 }  // namespace
 
 Result<std::shared_ptr<Net>> LoadTorchScriptModel(const std::string& path,
-                                                  const std::vector<int64_t>& sample_shape) {
+                                                  const std::vector<int64_t>& sample_shape,
+                                                  bool token_ids) {
   std::vector<int64_t> batch_shape = {2};
   batch_shape.insert(batch_shape.end(), sample_shape.begin(), sample_shape.end());
   const std::string batch = fmt::format("[{}]", fmt::join(batch_shape, ", "));
@@ -67,18 +68,20 @@ Result<std::shared_ptr<Net>> LoadTorchScriptModel(const std::string& path,
   try {
     torch::NoGradGuard no_grad;
     net->eval();
-    out = net->forward(at::zeros(batch_shape));
+    out = net->forward(at::zeros(batch_shape, token_ids ? at::kLong : at::kFloat));
     net->train(true);
   } catch (const c10::Error& e) {
     return InvalidArgumentError(
         fmt::format("{}: forward of a {} batch (the data set's samples) failed: {}", path, batch,
                     e.what_without_backtrace()));
   }
-  if (out.dim() != 2 || out.size(0) != 2 || out.size(1) < 2 || !out.is_floating_point()) {
+  const bool shape_ok = token_ids ? out.dim() == 3 && out.size(1) == sample_shape[0]
+                                  : out.dim() == 2 && out.size(1) >= 2;
+  if (!shape_ok || out.size(0) != 2 || !out.is_floating_point()) {
     return InvalidArgumentError(
-        fmt::format("{}: forward of a {} batch returned {} {}; expected "
-                    "[2, classes] floating-point scores",
-                    path, batch, Shape(out), std::string(c10::toString(out.scalar_type()))));
+        fmt::format("{}: forward of a {} batch returned {} {}; expected {} floating-point scores",
+                    path, batch, Shape(out), std::string(c10::toString(out.scalar_type())),
+                    token_ids ? fmt::format("[2, {}, vocab]", sample_shape[0]) : "[2, classes]"));
   }
   if (net->parameters().empty()) {
     return InvalidArgumentError(path + ": the TorchScript module has no parameters to train");

@@ -15,6 +15,7 @@
 
 #include "train/numpy_file.h"
 #include "train/safetensors_file.h"
+#include "train/token_stream.h"
 
 namespace spot::train {
 namespace {
@@ -68,7 +69,52 @@ Result<TensorSet> LoadArraySplit(const TrainSpec& spec, Split split) {
   return t;
 }
 
+// dataset: tokens. train.bin or val.bin, every id below the vocabulary's size.
+Result<TensorSet> LoadTokenSplit(const TrainSpec& spec, Split split) {
+  const std::string file = spec.dataset_path + (split == Split::kTrain ? "/train.bin" : "/val.bin");
+  const int64_t vocab = spec.model == "gpt" ? spec.gpt.vocab : 0;
+  SPOT_ASSIGN_OR_RETURN(std::vector<int64_t> ids,
+                        ReadTokenFile(file, spec.token_dtype, vocab, spec.context + 1));
+  TensorSet t;
+  t.tokens = at::from_blob(ids.data(), {static_cast<int64_t>(ids.size())}, at::kLong).clone();
+  t.context = spec.context;
+  t.stride = spec.stride;
+  return t;
+}
+
 }  // namespace
+
+int64_t TensorSet::size() const {
+  if (!tokens.defined()) return images.size(0);
+  return (tokens.size(0) - context - 1) / stride + 1;
+}
+
+std::vector<int64_t> TensorSet::SampleShape() const {
+  if (tokens.defined()) return {context};
+  return images.sizes().slice(1).vec();
+}
+
+std::pair<at::Tensor, at::Tensor> TensorSet::Take(const at::Tensor& idx) const {
+  if (!tokens.defined()) return {images.index_select(0, idx), labels.index_select(0, idx)};
+  at::Tensor pos = idx.mul(stride).unsqueeze(1) + at::arange(context + 1, at::kLong).unsqueeze(0);
+  at::Tensor w = tokens.index_select(0, pos.flatten()).view({idx.size(0), context + 1});
+  return {w.slice(1, 0, context).contiguous(), w.slice(1, 1, context + 1).contiguous()};
+}
+
+std::pair<at::Tensor, at::Tensor> TensorSet::Range(int64_t begin, int64_t end) const {
+  if (!tokens.defined()) return {images.slice(0, begin, end), labels.slice(0, begin, end)};
+  return Take(at::arange(begin, end, at::kLong));
+}
+
+void TensorSet::Truncate(int64_t n) {
+  if (n <= 0 || n >= size()) return;
+  if (tokens.defined()) {
+    tokens = tokens.slice(0, 0, (n - 1) * stride + context + 1).clone();
+    return;
+  }
+  images = images.slice(0, 0, n).clone();
+  labels = labels.slice(0, 0, n).clone();
+}
 
 at::ScalarType TorchTypeOf(const std::string& dtype) {
   static const std::map<std::string, at::ScalarType> kTypes = {
@@ -104,6 +150,7 @@ void KeepActivationBuffersInHeap() {
 
 Result<TensorSet> LoadSplit(const TrainSpec& spec, Split split, int64_t limit) {
   Result<TensorSet> set = [&]() -> Result<TensorSet> {
+    if (spec.dataset == "tokens") return LoadTokenSplit(spec, split);
     if (spec.dataset != "fashion-mnist") return LoadArraySplit(spec, split);
     SPOT_ASSIGN_OR_RETURN(ImageSet images, LoadFashionMnist(spec.dataset_path, split));
     return ToTensors(images);
@@ -114,10 +161,7 @@ Result<TensorSet> LoadSplit(const TrainSpec& spec, Split split, int64_t limit) {
                                                     : s;
   }
   TensorSet t = std::move(set).value();
-  if (limit > 0 && limit < t.size()) {
-    t.images = t.images.slice(0, 0, limit).clone();
-    t.labels = t.labels.slice(0, 0, limit).clone();
-  }
+  t.Truncate(limit);
   return t;
 }
 
@@ -166,6 +210,11 @@ ckpt::CodecPlan CodecPlanFor(const CheckpointSpec& c) {
 
 at::Tensor LossSum(const std::string& loss, const at::Tensor& output, const at::Tensor& labels) {
   if (loss == "nll") return at::nll_loss(output, labels, {}, at::Reduction::Sum);
+  if (loss == "lm") {
+    const int64_t tokens_per_sample = labels.size(1);
+    return at::cross_entropy_loss(output.flatten(0, 1), labels.flatten(), {}, at::Reduction::Sum)
+        .div(static_cast<double>(tokens_per_sample));
+  }
   return at::cross_entropy_loss(output, labels, {}, at::Reduction::Sum);
 }
 
@@ -176,10 +225,12 @@ EvalSums EvaluateRange(Net& model, const TensorSet& test, int64_t begin, int64_t
   EvalSums s;
   for (int64_t i = begin; i < end; i += batch_size) {
     int64_t stop = std::min(end, i + batch_size);
-    at::Tensor logits = model.forward(test.images.slice(0, i, stop));
-    at::Tensor y = test.labels.slice(0, i, stop);
-    s.loss_sum += LossSum(loss, logits, y).item<double>();
-    s.correct += static_cast<double>(logits.argmax(1).eq(y).sum().item<int64_t>());
+    auto [x, y] = test.Range(i, stop);
+    at::Tensor out = model.forward(x);
+    s.loss_sum += LossSum(loss, out, y).item<double>();
+    // Classes along the last dimension; a sample's share of its positions right.
+    const double positions = y.dim() > 1 ? static_cast<double>(y[0].numel()) : 1.0;
+    s.correct += static_cast<double>(out.argmax(-1).eq(y).sum().item<int64_t>()) / positions;
   }
   s.count = static_cast<double>(end - begin);
   model.train();

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "ckpt/format.h"
 #include "ckpt/store.h"
@@ -19,11 +21,25 @@
 
 namespace spot::train {
 
-// Images as normalized float [n, 1, rows, cols] and labels as int64 [n].
+// A split's samples: images (or any float samples) [n, ...] with int64
+// labels [n]; or a token stream, whose samples are its windows: sample i is
+// the `context` tokens from offset i * stride, its labels the same window one
+// token on (next-token targets).
 struct TensorSet {
   at::Tensor images;
   at::Tensor labels;
-  int64_t size() const { return images.size(0); }
+  at::Tensor tokens;  // int64 [N], when a token stream
+  int64_t context = 0;
+  int64_t stride = 0;
+
+  int64_t size() const;
+  // One sample's shape: [context] for a token stream.
+  std::vector<int64_t> SampleShape() const;
+  // Samples and labels at positions `idx` (int64 [b]), or [begin, end).
+  std::pair<at::Tensor, at::Tensor> Take(const at::Tensor& idx) const;
+  std::pair<at::Tensor, at::Tensor> Range(int64_t begin, int64_t end) const;
+  // Keeps the first `n` samples.
+  void Truncate(int64_t n);
 };
 
 // LibTorch's element type for a HostArray dtype ("f4" -> kFloat); Undefined
@@ -48,7 +64,8 @@ void KeepActivationBuffersInHeap();
 ckpt::RetentionPolicy RetentionFor(const CheckpointSpec& c);
 ckpt::CodecPlan CodecPlanFor(const CheckpointSpec& c);
 
-// Sums over test images [begin, end): correct predictions and cross-entropy.
+// Sums over test samples [begin, end): correct predictions (for lm, the
+// fraction of a sample's tokens predicted right) and the loss.
 // Puts the model in eval mode for the duration.
 struct EvalSums {
   double correct = 0;
@@ -59,7 +76,9 @@ EvalSums EvaluateRange(Net& model, const TensorSet& test, int64_t begin, int64_t
                        int64_t batch_size, const std::string& loss = "cross_entropy");
 
 // The summed loss of a batch's model output against its labels: spec.loss
-// cross_entropy (the output is logits) or nll (log-probabilities).
+// cross_entropy (the output is logits) or nll (log-probabilities), or lm:
+// next-token logits [b, T, vocab] against targets [b, T], each sample's loss
+// the mean over its tokens.
 at::Tensor LossSum(const std::string& loss, const at::Tensor& output, const at::Tensor& labels);
 
 }  // namespace spot::train

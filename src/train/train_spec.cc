@@ -1,10 +1,14 @@
 #include "train/train_spec.h"
 
+#include <fmt/format.h>
+
+#include <cmath>
 #include <filesystem>
 
 #include "core/file_io.h"
 #include "core/spec_reader.h"
 #include "train/fashion_mnist.h"
+#include "train/token_stream.h"
 
 namespace spot::train {
 namespace {
@@ -120,17 +124,20 @@ void ReadInit(SpecReader& r, InitSpec* init) {
   }
 }
 
-// `model: cnn|mlp`, or `model: {torchscript: FILE, loss: cross_entropy|nll}`
-// for a module the user scripted or traced in Python.
-void ReadModel(SpecReader& top, TrainSpec* s) {
-  if (!top.IsMapping("model")) {
-    top.Enum("model", &s->model, {"cnn", "mlp"}, /*required=*/true);
-    return;
-  }
-  SpecReader& m = top.Section("model");
+void ReadGpt(SpecReader& m, GptSpec* g) {
+  m.Int("layers", &g->layers, {.min = 1, .max = 64});
+  m.Int("heads", &g->heads, {.min = 1, .max = 64});
+  m.Int("width", &g->width, {.min = 8, .max = 8192});
+  m.Int("context", &g->context, {.min = 2, .max = 65536});
+  m.Int("vocab", &g->vocab, {.min = 0, .max = 1 << 24});
+  m.Double("dropout", &g->dropout, {.min = 0, .max = 1, .max_exclusive = true});
+  if (g->width % g->heads != 0) m.AddError("heads", "must divide width");
+}
+
+void ReadTorchScript(SpecReader& m, TrainSpec* s) {
   s->model = "torchscript";
   m.String("torchscript", &s->model_file, /*required=*/true);
-  m.Enum("loss", &s->loss, {"cross_entropy", "nll"});
+  m.Enum("loss", &s->loss, {"cross_entropy", "nll", "lm"});
   if (s->model_file.empty()) return;
   std::error_code ec;
   const fs::path p = fs::absolute(s->model_file, ec);
@@ -142,6 +149,64 @@ void ReadModel(SpecReader& top, TrainSpec* s) {
   }
 }
 
+// `model: cnn|mlp`, `model: {name: gpt, layers: ...}`, or
+// `model: {torchscript: FILE, loss: ...}` for a module the user scripted or
+// traced in Python.
+void ReadModel(SpecReader& top, TrainSpec* s) {
+  if (!top.IsMapping("model")) {
+    top.Enum("model", &s->model, {"cnn", "mlp", "gpt"}, /*required=*/true);
+    if (s->model == "gpt") top.AddError("model", "gpt takes its settings: model: {name: gpt}");
+    return;
+  }
+  SpecReader& m = top.Section("model");
+  if (m.Has("torchscript")) return ReadTorchScript(m, s);
+  m.Enum("name", &s->model, {"cnn", "mlp", "gpt"}, /*required=*/true);
+  if (s->model != "gpt") return;
+  s->loss = "lm";
+  ReadGpt(m, &s->gpt);
+}
+
+// model.vocab from the data set's vocab.json.
+void ResolveVocab(SpecReader& data, TrainSpec* s) {
+  const std::string file = s->dataset_path + "/vocab.json";
+  std::error_code ec;
+  if (!fs::exists(file, ec)) {
+    data.AddError("path", s->dataset_path +
+                              ": no vocab.json: give model.vocab, or prepare the text with "
+                              "spot prepare-text");
+    return;
+  }
+  Result<Vocabulary> v = ReadVocabulary(file);
+  if (!v.ok()) return data.AddError("path", v.status().message());
+  s->gpt.vocab = v->size();
+}
+
+// dataset: tokens. A directory holding train.bin and val.bin (flat token ids,
+// as nanoGPT's prepare scripts write them) and, from `spot prepare-text`,
+// vocab.json.
+void ReadTokens(SpecReader& data, TrainSpec* s) {
+  data.Enum("dtype", &s->token_dtype, {"uint16", "uint32"});
+  data.Int("context", &s->context, {.min = 0, .max = 65536});
+  data.Int("stride", &s->stride, {.min = 0, .max = 1 << 30});
+  if (s->context == 0 && s->model == "gpt") s->context = s->gpt.context;
+  if (s->context == 0) data.AddError("context", "give the window length of a sample (tokens)");
+  if (s->stride == 0) s->stride = s->context;
+  if (s->model == "gpt" && s->context > s->gpt.context) {
+    data.AddError("context", "is longer than model.context");
+  }
+  if (s->loss != "lm") data.AddError("name", "tokens train language models: loss lm (model gpt)");
+  std::error_code ec;
+  if (!fs::is_directory(s->dataset_path, ec)) {
+    data.AddError("path", s->dataset_path + ": not a directory (train.bin, val.bin)");
+    return;
+  }
+  for (const char* f : {"train.bin", "val.bin"}) {
+    if (!fs::is_regular_file(fs::path(s->dataset_path) / f, ec)) {
+      data.AddError("path", s->dataset_path + ": no " + f);
+    }
+  }
+}
+
 }  // namespace
 
 void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
@@ -150,16 +215,20 @@ void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
   top.String("name", &s.name);
   ReadModel(top, &s);
   SpecReader& data = top.Section("dataset");
-  data.Enum("name", &s.dataset, {"fashion-mnist", "npz", "safetensors"});
+  data.Enum("name", &s.dataset, {"fashion-mnist", "npz", "safetensors", "tokens"});
   if (s.dataset != "fashion-mnist" && !data.Has("path")) {
-    data.AddError(
-        "path", "name: " + s.dataset + " needs the file's path (x_train, y_train, x_test, y_test)");
+    data.AddError("path", "name: " + s.dataset +
+                              (s.dataset == "tokens"
+                                   ? " needs the directory of train.bin and val.bin"
+                                   : " needs the file's path (x_train, y_train, x_test, y_test)"));
   }
   data.String("path", &s.dataset_path);
+  if (s.dataset == "tokens") ReadTokens(data, &s);
   data.Int("train_limit", &s.train_limit, {.min = 0});
   data.Int("test_limit", &s.test_limit, {.min = 0});
   top.Int("batch_size", &s.batch_size, {.min = 1, .max = 60000}, /*required=*/true);
   top.Int("eval_batch_size", &s.eval_batch_size, {.min = 1});
+  top.Int("eval_every", &s.eval_every, {.min = 0});
   top.Int("epochs", &s.epochs, {.min = 0});
   top.Int("steps", &s.steps, {.min = 0});
   top.Int("seed", &s.seed, {.min = 0});
@@ -182,7 +251,12 @@ void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
   if (s.name.empty()) top.AddError("name", "must not be empty");
   if (s.output_dir.empty()) s.output_dir = "runs/" + s.name;
   if (s.checkpoint.dir.empty()) s.checkpoint.dir = s.output_dir + "/checkpoints";
+  if (s.model == "gpt" && s.dataset != "tokens") {
+    data.AddError("name", "model gpt trains on token ids: name: tokens");
+  }
+  if (s.model == "gpt" && s.gpt.vocab == 0) ResolveVocab(data, &s);
   std::error_code ec;
+  if (s.dataset == "tokens") return;
   if (s.dataset != "fashion-mnist") {
     if (!fs::is_regular_file(s.dataset_path, ec)) {
       data.AddError(
@@ -196,6 +270,14 @@ void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
     data.AddError("path", s.dataset_path + ": missing " + missing +
                               " (install Debian's dataset-fashion-mnist)");
   }
+}
+
+std::string EvalText(const std::string& loss, double accuracy, double mean_loss) {
+  if (loss != "lm") {
+    return fmt::format("test accuracy {:.2f}%, test loss {:.4f}", accuracy * 100, mean_loss);
+  }
+  return fmt::format("val loss {:.4f}, perplexity {:.2f}, token accuracy {:.1f}%", mean_loss,
+                     std::exp(mean_loss), accuracy * 100);
 }
 
 Result<TrainSpec> ParseTrainSpec(const std::string& yaml, const std::string& file_name) {

@@ -91,7 +91,7 @@ struct DistributedSpec {
 // Pretrained weights a fresh run starts from (fine-tuning); a resume restores
 // its checkpoint instead.
 struct InitSpec {
-  std::string weights;  // a safetensors file (e.g. `spot ckpt export`); "" = none
+  std::string weights;  // safetensors (e.g. `spot ckpt export`) or torch.save state dict; "" = none
   // Name prefixes of the file's tensors replaced before matching: {"backbone.": ""}.
   std::vector<std::pair<std::string, std::string>> rename;
   std::vector<std::string>
@@ -99,24 +99,44 @@ struct InitSpec {
   bool strict = true;  // a model tensor with no match, or an unused file tensor, is an error
 };
 
+// `model: {name: gpt, ...}`: a decoder-only Transformer (GPT-2's layout, as
+// nanoGPT writes it) over token ids; its loss is lm.
+struct GptSpec {
+  int64_t layers = 4;     // blocks, [1, 64]
+  int64_t heads = 4;      // attention heads, [1, 64]; divide width
+  int64_t width = 128;    // embedding width, [8, 8192]
+  int64_t context = 128;  // longest sequence it reads, [2, 65536]
+  int64_t vocab = 0;      // token ids [0, vocab); 0: the data set's vocab.json
+  double dropout = 0.0;   // [0, 1)
+};
+
 struct TrainSpec {
-  std::string source;                     // the file this came from, for messages
-  std::string name = "train";             // job name
-  std::string model = "cnn";              // cnn | mlp | torchscript (model: {torchscript: FILE})
-  std::string model_file;                 // torchscript: the scripted or traced module, absolute
-  std::string loss = "cross_entropy";     // of the model's output: cross_entropy (logits) | nll
-  std::string dataset = "fashion-mnist";  // fashion-mnist | npz | safetensors (dataset.path: FILE)
+  std::string source;          // the file this came from, for messages
+  std::string name = "train";  // job name
+  std::string model = "cnn";   // cnn | mlp | gpt | torchscript (model: {torchscript: FILE})
+  std::string model_file;      // torchscript: the scripted or traced module, absolute
+  GptSpec gpt;                 // model: {name: gpt}
+  // Of the model's output: cross_entropy (logits [b, classes]) | nll
+  // (log-probabilities) | lm (next-token logits [b, T, vocab], mean over tokens).
+  std::string loss = "cross_entropy";
+  // fashion-mnist | npz | safetensors (dataset.path: FILE) | tokens
+  // (dataset.path: a directory with train.bin and val.bin, as nanoGPT writes them)
+  std::string dataset = "fashion-mnist";
   std::string dataset_path = "/usr/share/datasets/fashion-mnist";
-  int64_t train_limit = 0;         // use only the first N training images; 0 = all
-  int64_t test_limit = 0;          // evaluate on the first N test images; 0 = all
-  int64_t batch_size = 64;         // >= 1
-  int64_t eval_batch_size = 1000;  // >= 1
-  int64_t epochs = 0;              // epochs to train; 0 = bounded by steps only
-  int64_t steps = 0;               // optimizer steps; 0 = bounded by epochs only
-  int64_t seed = 0;                // data order, initial weights, dropout
-  int64_t threads = 0;             // intra-op threads; 0 = the number of cores
-  std::string resume = "auto";     // auto | never
-  std::string output_dir;          // default: runs/<name>
+  std::string token_dtype = "uint16";  // tokens: the files' element type, uint16 | uint32
+  int64_t context = 0;                 // tokens: window length; 0 = model.context (gpt)
+  int64_t stride = 0;                  // tokens: offset between windows; 0 = context
+  int64_t train_limit = 0;             // use only the first N training images; 0 = all
+  int64_t test_limit = 0;              // evaluate on the first N test images; 0 = all
+  int64_t batch_size = 64;             // >= 1
+  int64_t eval_batch_size = 1000;      // >= 1
+  int64_t eval_every = 0;              // also evaluate every N optimizer steps; 0 = epoch ends only
+  int64_t epochs = 0;                  // epochs to train; 0 = bounded by steps only
+  int64_t steps = 0;                   // optimizer steps; 0 = bounded by epochs only
+  int64_t seed = 0;                    // data order, initial weights, dropout
+  int64_t threads = 0;                 // intra-op threads; 0 = the number of cores
+  std::string resume = "auto";         // auto | never
+  std::string output_dir;              // default: runs/<name>
   OptimizerSpec optimizer;
   ScheduleSpec schedule;
   CheckpointSpec checkpoint;
@@ -125,6 +145,10 @@ struct TrainSpec {
   DistributedSpec distributed;
   InitSpec init;
 };
+
+// How an evaluation reads in logs: "test accuracy 91.23%, test loss 0.2511",
+// or for loss lm "val loss 1.4821, perplexity 4.40, token accuracy 55.1%".
+std::string EvalText(const std::string& loss, double accuracy, double mean_loss);
 
 // Reads and validates a job file. InvalidArgument naming file, line and field
 // for every problem, including dataset files that are missing.

@@ -107,7 +107,7 @@ struct Trainer::Impl {
 
 Status Trainer::Impl::Setup() {
   int threads = PrepareProcess(spec);
-  SPOT_ASSIGN_OR_RETURN(model, BuildModel(spec, train.images.sizes().slice(1).vec()));
+  SPOT_ASSIGN_OR_RETURN(model, BuildModel(spec, train.SampleShape()));
   optimizer = MakeOptimizer(spec.optimizer, *model);
 
   counters.seed = spec.seed;
@@ -183,16 +183,18 @@ Status Trainer::Impl::Stop(int sig) {
   return st;
 }
 
-// After a committed or skipped batch: evaluation at an epoch's end and at the last step.
+// After a committed or skipped batch: evaluation at an epoch's end, at the
+// last step and every eval_every steps.
 void Trainer::Impl::AfterBatch(const BatchEnd& end, bool terminal) {
-  if (!end.epoch_done && !end.last) return;
+  const int64_t evaluated = summary.epochs.empty() ? -1 : summary.epochs.back().step;
+  if (!EvaluationDue(spec, end, counters.step, evaluated)) return;
   EpochResult r = Evaluate();
   r.epoch = end.epoch;
   counters.last_test_accuracy = r.test_accuracy;
   summary.epochs.push_back(r);
   if (terminal) std::fputs("\r\033[K", stderr);
-  spdlog::info("epoch {}{} step {}: test accuracy {:.2f}%, test loss {:.4f}", r.epoch + 1,
-               end.epoch_done ? "" : " (partial)", r.step, r.test_accuracy * 100, r.test_loss);
+  spdlog::info("epoch {}{} step {}: {}", r.epoch + 1, end.epoch_done ? "" : " (partial)", r.step,
+               EvalText(spec.loss, r.test_accuracy, r.test_loss));
 }
 
 // One batch: skipped for good, rolled back past, or trained and logged.

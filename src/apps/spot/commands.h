@@ -159,4 +159,24 @@ struct CkptArgs {
 CLI::App* AddCkptCommand(CLI::App& app, CkptArgs* args);
 int RunCkpt(const CkptArgs& args);
 
+// `spot prepare-text` and `spot generate` (text_command.cc): language models.
+struct PrepareTextArgs {
+  std::string input;  // a text file, or "-" for standard input
+  std::string out;    // directory for train.bin, val.bin, vocab.json
+  double val_fraction = 0.1;
+};
+struct GenerateArgs {
+  std::string job_path;
+  std::string prompt;
+  int64_t tokens = 200;
+  double temperature = 0.8;
+  int64_t top_k = 0;
+  int64_t seed = 0;
+};
+
+CLI::App* AddPrepareTextCommand(CLI::App& app, PrepareTextArgs* args);
+int RunPrepareText(const PrepareTextArgs& args);
+CLI::App* AddGenerateCommand(CLI::App& app, GenerateArgs* args);
+int RunGenerate(const GenerateArgs& args);
+
 }  // namespace spot::cli

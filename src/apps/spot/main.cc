@@ -32,6 +32,10 @@ int main(int argc, char** argv) {
   CLI::App* forecast = spot::cli::AddForecastCommand(app, &forecast_args);
   spot::cli::CkptArgs ckpt_args;
   CLI::App* ckpt = spot::cli::AddCkptCommand(app, &ckpt_args);
+  spot::cli::PrepareTextArgs prepare_args;
+  CLI::App* prepare = spot::cli::AddPrepareTextCommand(app, &prepare_args);
+  spot::cli::GenerateArgs generate_args;
+  CLI::App* generate = spot::cli::AddGenerateCommand(app, &generate_args);
 
   try {
     app.parse(argc, argv);
@@ -52,5 +56,7 @@ int main(int argc, char** argv) {
   if (sim->parsed()) return spot::cli::RunSim(sim_args);
   if (forecast->parsed()) return spot::cli::RunForecast(forecast_args);
   if (ckpt->parsed()) return spot::cli::RunCkpt(ckpt_args);
+  if (prepare->parsed()) return spot::cli::RunPrepareText(prepare_args);
+  if (generate->parsed()) return spot::cli::RunGenerate(generate_args);
   return spot::cli::kExitBadInput;
 }

@@ -70,9 +70,10 @@ Result<std::string> WriteWorkerJobFile(LoadedJob& j) {
   if (!t["checkpoint"] || !t["checkpoint"]["durable_dir"]) {
     t["checkpoint"]["durable_dir"] = (fs::path(j.job_dir) / "durable").string();
   }
-  // Workers run in their instance's directory: a module or data file named
+  // Workers run in their instance's directory: a module, data or weights file named
   // relative to where `spot run` started is given to them absolute.
-  for (auto [section, key] : {std::pair{"model", "torchscript"}, std::pair{"dataset", "path"}}) {
+  for (auto [section, key] : {std::pair{"model", "torchscript"}, std::pair{"dataset", "path"},
+                              std::pair{"init", "weights"}}) {
     if (!t[section] || !t[section].IsMap() || !t[section][key]) continue;
     std::error_code ec;
     fs::path p = fs::absolute(t[section][key].as<std::string>(), ec);

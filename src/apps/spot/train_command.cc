@@ -1,9 +1,9 @@
 // `spot train JOB.yaml`: trains one job on this machine.
-#include <cstring>
-
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstring>
 
 #include "apps/spot/commands.h"
 #include "apps/spot/exit_code.h"
@@ -46,11 +46,10 @@ int RunTrain(const TrainArgs& args) {
     fmt::print(stderr, "error: {}\n", spec.status().message());
     return ExitCodeFor(spec.status());
   }
-  auto trainer = train::Trainer::Create(
-      *spec, {.step_log_path = args.step_log,
-              .plain_progress = args.plain_progress,
-              .log_interval_s = args.log_interval_s,
-              .handle_signals = true});
+  auto trainer = train::Trainer::Create(*spec, {.step_log_path = args.step_log,
+                                                .plain_progress = args.plain_progress,
+                                                .log_interval_s = args.log_interval_s,
+                                                .handle_signals = true});
   if (!trainer.ok()) {
     fmt::print(stderr, "error: {}\n", trainer.status().message());
     return ExitCodeFor(trainer.status());
@@ -66,18 +65,20 @@ int RunTrain(const TrainArgs& args) {
                spec->name, strsignal(s.stopped_by_signal), s.steps, s.last_checkpoint_version);
     return 128 + s.stopped_by_signal;
   }
-  fmt::print("{}: {} steps ({} this run{}), test accuracy {:.2f}%, test loss {:.4f}\n",
-             spec->name, s.steps, s.steps_this_run,
-             s.resumed_from_step >= 0 ? fmt::format(", resumed from step {}", s.resumed_from_step)
-                                      : "",
-             s.test_accuracy * 100, s.test_loss);
-  fmt::print("throughput {:.0f} samples/s, wall time {:.1f} s\n", s.train_samples_per_s,
+  fmt::print(
+      "{}: {} steps ({} this run{}), {}\n", spec->name, s.steps, s.steps_this_run,
+      s.resumed_from_step >= 0 ? fmt::format(", resumed from step {}", s.resumed_from_step) : "",
+      train::EvalText(spec->loss, s.test_accuracy, s.test_loss));
+  fmt::print("throughput {:.0f} samples/s{}, wall time {:.1f} s\n", s.train_samples_per_s,
+             spec->dataset == "tokens"
+                 ? fmt::format(" ({:.0f} tokens/s)", s.train_samples_per_s * spec->context)
+                 : "",
              s.wall_seconds);
-  fmt::print("checkpoints: {} saved ({} deltas), {:.1f} MB written for {:.1f} MB of state; "
-             "training waited {:.3f} s for them ({:.2f}% overhead)\n",
-             s.checkpoints_saved, s.delta_checkpoints, s.checkpoint_bytes / 1e6,
-             s.checkpoint_payload_bytes / 1e6, s.checkpoint_seconds,
-             s.checkpoint_overhead * 100);
+  fmt::print(
+      "checkpoints: {} saved ({} deltas), {:.1f} MB written for {:.1f} MB of state; "
+      "training waited {:.3f} s for them ({:.2f}% overhead)\n",
+      s.checkpoints_saved, s.delta_checkpoints, s.checkpoint_bytes / 1e6,
+      s.checkpoint_payload_bytes / 1e6, s.checkpoint_seconds, s.checkpoint_overhead * 100);
   for (const train::RollbackEvent& e : s.rollbacks) {
     fmt::print("rollback: {} at step {}; restored checkpoint {} (step {}), skipped batch {}\n",
                e.reason, e.at_step, e.restored_version, e.restored_step, e.batch);

@@ -1,0 +1,158 @@
+#include "train/gpt_model.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/init.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace spot::train {
+namespace {
+
+namespace nn = torch::nn;
+
+class CausalSelfAttention : public nn::Module {
+ public:
+  CausalSelfAttention(const GptSpec& s)
+      : heads_(s.heads),
+        c_attn_(register_module("c_attn", nn::Linear(s.width, 3 * s.width))),
+        c_proj_(register_module("c_proj", nn::Linear(s.width, s.width))),
+        attn_dropout_(register_module("attn_dropout", nn::Dropout(s.dropout))),
+        resid_dropout_(register_module("resid_dropout", nn::Dropout(s.dropout))),
+        mask_(at::ones({s.context, s.context}, at::kBool).tril()) {}
+
+  nn::Linear& c_proj() { return c_proj_; }
+
+  at::Tensor forward(const at::Tensor& x) {
+    const int64_t b = x.size(0), t = x.size(1), c = x.size(2), hs = c / heads_;
+    std::vector<at::Tensor> qkv = c_attn_(x).split(c, 2);
+    auto heads = [&](const at::Tensor& z) { return z.view({b, t, heads_, hs}).transpose(1, 2); };
+    at::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+    at::Tensor att = q.matmul(k.transpose(-2, -1)).mul(1.0 / std::sqrt(static_cast<double>(hs)));
+    at::Tensor allowed = mask_.slice(0, 0, t).slice(1, 0, t);
+    att = att.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
+    att = attn_dropout_(att.softmax(-1));
+    at::Tensor y = att.matmul(v).transpose(1, 2).contiguous().view({b, t, c});
+    return resid_dropout_(c_proj_(y));
+  }
+
+ private:
+  int64_t heads_;
+  nn::Linear c_attn_;
+  nn::Linear c_proj_;
+  nn::Dropout attn_dropout_;
+  nn::Dropout resid_dropout_;
+  at::Tensor mask_;  // [context, context], true where a position may attend
+};
+
+class Mlp : public nn::Module {
+ public:
+  explicit Mlp(const GptSpec& s)
+      : c_fc_(register_module("c_fc", nn::Linear(s.width, 4 * s.width))),
+        c_proj_(register_module("c_proj", nn::Linear(4 * s.width, s.width))),
+        dropout_(register_module("dropout", nn::Dropout(s.dropout))) {}
+
+  nn::Linear& c_proj() { return c_proj_; }
+  at::Tensor forward(const at::Tensor& x) { return dropout_(c_proj_(at::gelu(c_fc_(x)))); }
+
+ private:
+  nn::Linear c_fc_;
+  nn::Linear c_proj_;
+  nn::Dropout dropout_;
+};
+
+class Block : public nn::Module {
+ public:
+  explicit Block(const GptSpec& s)
+      : ln_1_(register_module("ln_1", nn::LayerNorm(nn::LayerNormOptions({s.width})))),
+        attn_(register_module("attn", std::make_shared<CausalSelfAttention>(s))),
+        ln_2_(register_module("ln_2", nn::LayerNorm(nn::LayerNormOptions({s.width})))),
+        mlp_(register_module("mlp", std::make_shared<Mlp>(s))) {}
+
+  CausalSelfAttention& attn() { return *attn_; }
+  Mlp& mlp() { return *mlp_; }
+
+  at::Tensor forward(at::Tensor x) {
+    x = x + attn_->forward(ln_1_(x));
+    return x + mlp_->forward(ln_2_(x));
+  }
+
+ private:
+  nn::LayerNorm ln_1_;
+  std::shared_ptr<CausalSelfAttention> attn_;
+  nn::LayerNorm ln_2_;
+  std::shared_ptr<Mlp> mlp_;
+};
+
+class Transformer : public nn::Module {
+ public:
+  explicit Transformer(const GptSpec& s)
+      : wte(register_module("wte", nn::Embedding(s.vocab, s.width))),
+        wpe(register_module("wpe", nn::Embedding(s.context, s.width))),
+        drop(register_module("drop", nn::Dropout(s.dropout))),
+        h(register_module("h", nn::ModuleList())),
+        ln_f(register_module("ln_f", nn::LayerNorm(nn::LayerNormOptions({s.width})))) {
+    for (int64_t i = 0; i < s.layers; ++i) {
+      auto block = std::make_shared<Block>(s);
+      blocks.push_back(block);
+      h->push_back(block);
+    }
+  }
+
+  nn::Embedding wte;
+  nn::Embedding wpe;
+  nn::Dropout drop;
+  nn::ModuleList h;
+  nn::LayerNorm ln_f;
+  std::vector<std::shared_ptr<Block>> blocks;
+};
+
+class Gpt final : public Net {
+ public:
+  explicit Gpt(const GptSpec& s)
+      : tf_(register_module("transformer", std::make_shared<Transformer>(s))) {
+    Initialize(s.layers);
+  }
+
+  at::Tensor forward(const at::Tensor& idx) override {
+    const int64_t t = idx.size(1);
+    at::Tensor pos = at::arange(t, idx.options().dtype(at::kLong));
+    at::Tensor x = tf_->drop(tf_->wte(idx) + tf_->wpe(pos));
+    for (auto& block : tf_->blocks) x = block->forward(x);
+    return at::linear(tf_->ln_f(x), tf_->wte->weight);
+  }
+
+ private:
+  // nanoGPT's: every Linear and Embedding weight N(0, 0.02), biases zero, the
+  // projections into the residual stream N(0, 0.02 / sqrt(2 * layers)).
+  void Initialize(int64_t layers) {
+    at::NoGradGuard no_grad;
+    for (auto& m : modules(/*include_self=*/false)) {
+      if (auto* lin = m->as<nn::Linear>()) {
+        nn::init::normal_(lin->weight, 0.0, 0.02);
+        if (lin->bias.defined()) nn::init::zeros_(lin->bias);
+      } else if (auto* emb = m->as<nn::Embedding>()) {
+        nn::init::normal_(emb->weight, 0.0, 0.02);
+      }
+    }
+    const double resid = 0.02 / std::sqrt(2.0 * static_cast<double>(layers));
+    for (auto& block : tf_->blocks) {
+      nn::init::normal_(block->attn().c_proj()->weight, 0.0, resid);
+      nn::init::normal_(block->mlp().c_proj()->weight, 0.0, resid);
+    }
+  }
+
+  std::shared_ptr<Transformer> tf_;
+};
+
+}  // namespace
+
+std::shared_ptr<Net> MakeGpt(const GptSpec& spec) { return std::make_shared<Gpt>(spec); }
+
+}  // namespace spot::train
