@@ -337,8 +337,7 @@ void Worker::LogStep(const Generation& g, const train::StepOutcome& o, Slice bat
 Status Worker::Evaluate(const Generation& g, int64_t epoch, bool partial) {
   Slice all{0, test_.size()};
   Slice mine = SplitBatch(all, std::vector<double>(g.world_size(), 1.0))[g.rank];
-  train::EvalSums e =
-      train::EvaluateRange(*model_, test_, mine.begin, mine.end, spec_.eval_batch_size, spec_.loss);
+  train::EvalSums e = train::EvaluateRange(*model_, test_, mine.begin, mine.end, spec_);
   at::Tensor sums = at::tensor({e.correct, e.loss_sum, e.count}, at::kDouble);
   SPOT_RETURN_IF_ERROR(AllReduceOrAbort(*pg_, sums, "evaluation all-reduce"));
   summary_.test_accuracy = sums[0].item<double>() / sums[2].item<double>();

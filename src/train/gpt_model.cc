@@ -37,7 +37,8 @@ class CausalSelfAttention : public nn::Module {
     at::Tensor att = q.matmul(k.transpose(-2, -1)).mul(1.0 / std::sqrt(static_cast<double>(hs)));
     at::Tensor allowed = mask_.slice(0, 0, t).slice(1, 0, t);
     att = att.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
-    att = attn_dropout_(att.softmax(-1));
+    // Softmax in float32 whatever the precision of the scores (bf16 under autocast).
+    att = attn_dropout_(att.to(at::kFloat).softmax(-1));
     at::Tensor y = att.matmul(v).transpose(1, 2).contiguous().view({b, t, c});
     return resid_dropout_(c_proj_(y));
   }

@@ -100,7 +100,12 @@ Result<StepOutcome> StepRunner::Run(Slice batch, Slice mine, GradientSync& sync,
                     static_cast<uint64_t>(c.step) * 8191u + static_cast<uint64_t>(part.begin));
     at::Tensor idx = order_.slice(0, part.begin, part.end);
     auto [x, y] = data_.Take(idx);
-    at::Tensor loss = LossSum(spec_.loss, state_.model->forward(x), y);
+    at::Tensor out;
+    {
+      PrecisionScope precision(spec_.precision);
+      out = state_.model->forward(x);
+    }
+    at::Tensor loss = LossSum(spec_.loss, out.to(at::kFloat), y);
     if (fault != 1.0) loss = loss * fault;
     local.loss_sum += loss.item<double>();
     (loss / static_cast<double>(batch.size())).backward();

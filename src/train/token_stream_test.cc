@@ -110,6 +110,8 @@ TEST_F(TokenStreamTest, GptJobsTakeTheVocabularyAndCheckTheirShape) {
            {"model: {name: gpt, context: 8}\ndataset: {name: tokens, path: DATA, context: 16}\n",
             "dataset.context: is longer than model.context"},
            {"model: {name: gpt}\n", "dataset.name: model gpt trains on token ids"},
+           {"model: cnn\nprecision: fp16\n", "precision: fp16 needs a GPU"},
+           {"model: cnn\nprecision: int8\n", "precision: must be fp32 or bf16 (got int8)"},
            {"model: gpt\n", "model: gpt takes its settings"},
            {"model: cnn\ndataset: {name: tokens, path: DATA, context: 8}\n",
             "tokens train language models"},

@@ -1,6 +1,7 @@
 #include "train/train_setup.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <malloc.h>
@@ -218,15 +219,35 @@ at::Tensor LossSum(const std::string& loss, const at::Tensor& output, const at::
   return at::cross_entropy_loss(output, labels, {}, at::Reduction::Sum);
 }
 
+PrecisionScope::PrecisionScope(const std::string& precision) : enabled_(precision == "bf16") {
+  if (!enabled_) return;
+  was_enabled_ = at::autocast::is_cpu_enabled();
+  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  at::autocast::set_cpu_enabled(true);
+}
+
+PrecisionScope::~PrecisionScope() {
+  if (!enabled_) return;
+  at::autocast::set_cpu_enabled(was_enabled_);
+  if (!was_enabled_) at::autocast::clear_cache();
+}
+
 EvalSums EvaluateRange(Net& model, const TensorSet& test, int64_t begin, int64_t end,
-                       int64_t batch_size, const std::string& loss) {
+                       const TrainSpec& spec) {
+  const int64_t batch_size = spec.eval_batch_size;
+  const std::string& loss = spec.loss;
   torch::NoGradGuard no_grad;
   model.eval();
   EvalSums s;
   for (int64_t i = begin; i < end; i += batch_size) {
     int64_t stop = std::min(end, i + batch_size);
     auto [x, y] = test.Range(i, stop);
-    at::Tensor out = model.forward(x);
+    at::Tensor out;
+    {
+      PrecisionScope precision(spec.precision);
+      out = model.forward(x);
+    }
+    out = out.to(at::kFloat);
     s.loss_sum += LossSum(loss, out, y).item<double>();
     // Classes along the last dimension; a sample's share of its positions right.
     const double positions = y.dim() > 1 ? static_cast<double>(y[0].numel()) : 1.0;

@@ -72,8 +72,27 @@ struct EvalSums {
   double loss_sum = 0;
   double count = 0;
 };
+// Batches of spec.eval_batch_size, spec.loss, spec.precision.
 EvalSums EvaluateRange(Net& model, const TensorSet& test, int64_t begin, int64_t end,
-                       int64_t batch_size, const std::string& loss = "cross_entropy");
+                       const TrainSpec& spec);
+
+// The numeric precision of forward passes in its scope (spec.precision):
+// "bf16" runs matrix products and convolutions in bfloat16 under LibTorch's
+// CPU autocast (normalization, softmax and losses stay float32 by autocast's
+// rules), while weights, gradients and optimizer state stay float32; "fp32"
+// changes nothing. Restores the previous state and drops autocast's cache of
+// cast weights on exit.
+class PrecisionScope {
+ public:
+  explicit PrecisionScope(const std::string& precision);
+  ~PrecisionScope();
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+
+ private:
+  bool enabled_ = false;
+  bool was_enabled_ = false;
+};
 
 // The summed loss of a batch's model output against its labels: spec.loss
 // cross_entropy (the output is logits) or nll (log-probabilities), or lm:

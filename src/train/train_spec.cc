@@ -166,6 +166,18 @@ void ReadModel(SpecReader& top, TrainSpec* s) {
   ReadGpt(m, &s->gpt);
 }
 
+// fp16 needs a GPU's half-precision units (and dynamic loss scaling), which
+// this build does not drive; bf16 has float32's range and needs no scaling.
+void ReadPrecision(SpecReader& top, std::string* precision) {
+  top.String("precision", precision);
+  if (*precision == "fp16") {
+    top.AddError("precision",
+                 "fp16 needs a GPU (device: cuda, not in this build); on CPUs use bf16");
+  } else if (*precision != "fp32" && *precision != "bf16") {
+    top.AddError("precision", "must be fp32 or bf16 (got " + *precision + ")");
+  }
+}
+
 // model.vocab from the data set's vocab.json.
 void ResolveVocab(SpecReader& data, TrainSpec* s) {
   const std::string file = s->dataset_path + "/vocab.json";
@@ -233,6 +245,7 @@ void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
   top.Int("steps", &s.steps, {.min = 0});
   top.Int("seed", &s.seed, {.min = 0});
   top.Int("threads", &s.threads, {.min = 0, .max = 256});
+  ReadPrecision(top, &s.precision);
   top.Enum("resume", &s.resume, {"auto", "never"});
   top.String("output_dir", &s.output_dir);
   ReadOptimizer(top.Section("optimizer", /*required=*/true), &s.optimizer);

@@ -135,6 +135,7 @@ struct TrainSpec {
   int64_t steps = 0;                   // optimizer steps; 0 = bounded by epochs only
   int64_t seed = 0;                    // data order, initial weights, dropout
   int64_t threads = 0;                 // intra-op threads; 0 = the number of cores
+  std::string precision = "fp32";      // of forward passes: fp32 | bf16 (CPU autocast)
   std::string resume = "auto";         // auto | never
   std::string output_dir;              // default: runs/<name>
   OptimizerSpec optimizer;

@@ -163,7 +163,7 @@ Status Trainer::Impl::SaveCheckpoint() {
 }
 
 EpochResult Trainer::Impl::Evaluate() {
-  EvalSums e = EvaluateRange(*model, test, 0, test.size(), spec.eval_batch_size, spec.loss);
+  EvalSums e = EvaluateRange(*model, test, 0, test.size(), spec);
   EpochResult r;  // the caller sets r.epoch: it knows whether the epoch ended
   r.step = counters.step;
   r.test_accuracy = e.correct / e.count;

@@ -56,6 +56,7 @@ class GptTest : public testing::E2eTest {
   json Summary(const std::string& run) {
     return json::parse(*ReadFile((dir_ / run / "summary.json").string()));
   }
+  void KillAndResume(const std::string& precision);
   ProcessResult Generate(const fs::path& job, const std::string& prompt, const std::string& tag) {
     return Spot({"generate", job.string(), "--prompt", prompt, "--tokens", "40", "--seed", "7"},
                 tag);
@@ -95,9 +96,12 @@ TEST_F(GptTest, TrainsAsInPythonStepForStepAndLoadsBack) {
   EXPECT_NEAR(json::parse(back.out)["val_loss"].get<double>(), val, 1e-5);
 }
 
-// Killed with SIGKILL mid-run and resumed, the GPT continues bit for bit.
-TEST_F(GptTest, AKilledGptResumesBitForBit) {
-  auto job = [&](const std::string& name) { return WriteJob(name, Job(name, 30)); };
+// Killed with SIGKILL mid-run and resumed, the GPT continues bit for bit, in
+// float32 and in bf16 alike.
+void GptTest::KillAndResume(const std::string& precision) {
+  auto job = [&](const std::string& name) {
+    return WriteJob(name, Job(name, 30, "precision: " + precision + "\n"));
+  };
   ASSERT_EQ(Train(job("ref"), dir_ / "ref.csv", "ref").exit_code, 0);
   {
     testing::ChildProcess p(TrainArgs(job("cut"), dir_ / "cut.csv"), (dir_ / "cut_a").string());
@@ -113,6 +117,20 @@ TEST_F(GptTest, AKilledGptResumesBitForBit) {
   ASSERT_EQ(cut.size(), 30u);
   for (int64_t s = 1; s <= 30; ++s) EXPECT_EQ(cut.at(s), ref.at(s)) << "step " << s;
   testing::ExpectSameNewestCheckpoint(dir_ / "ref" / "checkpoints", dir_ / "cut" / "checkpoints");
+}
+
+TEST_F(GptTest, AKilledGptResumesBitForBit) { KillAndResume("fp32"); }
+
+// bf16 autocast computes other numbers (close to float32's) and resumes bit
+// for bit too.
+TEST_F(GptTest, AKilledBf16GptResumesBitForBit) {
+  KillAndResume("bf16");
+  ASSERT_EQ(Train(WriteJob("fp32", Job("fp32", 1)), dir_ / "fp32.csv", "fp32").exit_code, 0);
+  const auto bf16 = spot::ReadStepLog((dir_ / "ref.csv").string());
+  const auto fp32 = spot::ReadStepLog((dir_ / "fp32.csv").string());
+  ASSERT_FALSE(bf16.empty() || fp32.empty());
+  EXPECT_NE(bf16[0].loss, fp32[0].loss) << "bf16 ran in bf16";
+  EXPECT_NEAR(bf16[0].loss, fp32[0].loss, 0.01 * fp32[0].loss);
 }
 
 // Two elastic workers train it (evaluating every 10 steps), and `spot
