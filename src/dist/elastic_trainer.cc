@@ -141,7 +141,7 @@ Status Worker::Init() {
   SPOT_ASSIGN_OR_RETURN(train_, train::LoadSplit(spec_, train::Split::kTrain, spec_.train_limit));
   SPOT_ASSIGN_OR_RETURN(test_, train::LoadSplit(spec_, train::Split::kTest, spec_.test_limit));
   SPOT_ASSIGN_OR_RETURN(model_, train::BuildModel(spec_, train_.SampleShape()));
-  optimizer_ = train::MakeOptimizer(spec_.optimizer, *model_);
+  SPOT_ASSIGN_OR_RETURN(optimizer_, train::MakeOptimizer(spec_, *model_));
   runner_.emplace(spec_, train_, Refs());
 
   const train::DistributedSpec& d = spec_.distributed;

@@ -60,6 +60,7 @@ void GlooSync::Flatten() {
 void GlooSync::Unflatten() {
   for (size_t i = 0; i < params_.size(); ++i) {
     at::Tensor src = flat_.slice(0, layout_[i].offset, layout_[i].offset + params_[i].numel());
+    if (!params_[i].requires_grad()) continue;  // frozen (param_groups): no gradient
     if (!params_[i].grad().defined()) params_[i].mutable_grad() = at::zeros_like(params_[i]);
     params_[i].mutable_grad().copy_(src.view(params_[i].sizes()));
   }

@@ -45,7 +45,7 @@ Result<Generated> GenerateText(const TrainSpec& job, const GenerateOptions& o) {
   spec.threads = 0;
   const int threads = PrepareProcess(spec);
   SPOT_ASSIGN_OR_RETURN(std::shared_ptr<Net> model, BuildModel(spec, {spec.context}));
-  auto optimizer = MakeOptimizer(spec.optimizer, *model);
+  SPOT_ASSIGN_OR_RETURN(auto optimizer, MakeOptimizer(spec, *model));
   TrainerCounters counters;
   counters.seed = spec.seed;
   counters.batch_size = spec.batch_size;

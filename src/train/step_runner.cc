@@ -65,6 +65,23 @@ void StepRunner::EnsureOrder() {
   order_epoch_ = epoch;
 }
 
+// Groups follow spec.param_groups, then the rest (MakeOptimizer). A frozen
+// parameter computes no gradient (backward skips it) and holds none, so the
+// optimizer passes it by and its state does not advance.
+void StepRunner::ApplyParamGroups(double lr) {
+  auto& groups = state_.optimizer->param_groups();
+  const int64_t step = state_.counters->step;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const ParamGroupSpec* entry = g < spec_.param_groups.size() ? &spec_.param_groups[g] : nullptr;
+    groups[g].options().set_lr(lr * (entry ? entry->lr_scale : 1.0));
+    const bool frozen = entry && entry->FrozenAt(step);
+    for (at::Tensor& p : groups[g].params()) {
+      if (p.requires_grad() == frozen) p.set_requires_grad(!frozen);
+      if (frozen && p.grad().defined()) p.mutable_grad() = at::Tensor();
+    }
+  }
+}
+
 std::string StepRunner::Judge(double loss) const {
   const RollbackSpec& rb = spec_.rollback;
   const TrainerCounters& c = *state_.counters;
@@ -84,7 +101,7 @@ Result<StepOutcome> StepRunner::Run(Slice batch, Slice mine, GradientSync& sync,
   StepOutcome out;
   out.batch = BatchNumber();
   out.lr = LearningRate(spec_.schedule, spec_.optimizer.lr, c.step, total_steps_) * c.lr_scale;
-  for (auto& group : state_.optimizer->param_groups()) group.options().set_lr(out.lr);
+  ApplyParamGroups(out.lr);
   state_.optimizer->zero_grad();
   // Fault injection (faults.*_at_step, 1-based): this batch's loss diverges.
   const double fault = out.batch == spec_.faults.nan_loss_at_step - 1

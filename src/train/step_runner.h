@@ -101,6 +101,7 @@ class StepRunner {
 
  private:
   std::string Judge(double loss) const;
+  void ApplyParamGroups(double lr);
   void EnsureOrder();
 
   const TrainSpec& spec_;

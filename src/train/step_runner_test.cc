@@ -28,7 +28,7 @@ struct Replica {
     data.labels = at::arange(40, at::kLong).remainder(10);
     torch::manual_seed(static_cast<uint64_t>(spec.seed));
     model = MakeModel("mlp");
-    optimizer = MakeOptimizer(spec.optimizer, *model);
+    optimizer = MakeOptimizer(spec, *model).value();
     counters.seed = spec.seed;
     counters.batch_size = spec.batch_size;
     counters.model = spec.model;
@@ -174,6 +174,38 @@ TEST(StepRunnerTest, RollbackRestoresAnEarlierVersionAndSkipsTheBatchForGood) {
   Status st = RollbackAllowed(r.spec.rollback, r.spec.rollback.max_rollbacks, "loss is nan", 9);
   EXPECT_EQ(st.code(), StatusCode::kDataLoss);
   EXPECT_NE(st.message().find("after 5 rollbacks"), std::string::npos) << st.message();
+}
+
+// param_groups: fc1 frozen for the first two steps (no gradient, no state,
+// unchanged weights), then trained; fc3 at a tenth of the learning rate.
+TEST(StepRunnerTest, ParamGroupsFreezeAndScaleTheirLayers) {
+  TrainSpec spec = SmallSpec();
+  spec.optimizer.type = "adam";
+  spec.param_groups = {{.prefix = "fc1.", .frozen_until = 2}, {.prefix = "fc3.", .lr_scale = 0.1}};
+  Replica r(spec);
+  auto& groups = r.optimizer->param_groups();
+  ASSERT_EQ(groups.size(), 3u);  // fc1, fc3, the rest (fc2)
+  EXPECT_EQ(groups[0].params().size(), 2u);
+  const at::Tensor fc1 = r.model->named_parameters()["fc1.weight"];
+  const at::Tensor fc2 = r.model->named_parameters()["fc2.weight"];
+  const at::Tensor fc1_start = fc1.clone(), fc2_start = fc2.clone();
+  for (int s = 0; s < 2; ++s) ASSERT_TRUE(r.Step().committed);
+  EXPECT_TRUE(fc1.equal(fc1_start)) << "frozen";
+  EXPECT_FALSE(fc1.requires_grad());
+  EXPECT_FALSE(fc2.equal(fc2_start));
+  EXPECT_EQ(r.optimizer->state().count(c10::guts::to_string(fc1.unsafeGetTensorImpl())), 0u);
+  const StepOutcome third = r.Step();
+  ASSERT_TRUE(third.committed);
+  EXPECT_FALSE(fc1.equal(fc1_start)) << "unfrozen at step 2";
+  EXPECT_DOUBLE_EQ(groups[1].options().get_lr(), third.lr * 0.1);
+  EXPECT_DOUBLE_EQ(groups[2].options().get_lr(), third.lr);
+
+  spec.param_groups = {{.prefix = "conv."}};
+  Replica none(SmallSpec());
+  auto bad = MakeOptimizer(spec, *none.model);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("no parameter of model mlp"), std::string::npos)
+      << bad.status().message();
 }
 
 }  // namespace

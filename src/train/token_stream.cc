@@ -124,14 +124,14 @@ Status WriteTokenFile(const std::string& path, const std::string& dtype,
   return WriteFileAtomically(path, bytes);
 }
 
-Result<PreparedText> PrepareText(std::string_view text, double val_fraction,
-                                 const std::string& dir) {
+Result<PreparedText> PrepareText(std::string_view text, double val_fraction, const std::string& dir,
+                                 const Vocabulary* vocab) {
   if (text.size() < 4) return InvalidArgumentError("the text has fewer than 4 bytes");
   if (!(val_fraction > 0 && val_fraction < 1)) {
     return InvalidArgumentError(fmt::format("val_fraction {} is not in (0, 1)", val_fraction));
   }
   PreparedText p;
-  p.vocab = VocabularyOf(text);
+  p.vocab = vocab ? *vocab : VocabularyOf(text);
   SPOT_ASSIGN_OR_RETURN(std::vector<int64_t> ids, Encode(p.vocab, text));
   const auto n = static_cast<int64_t>(ids.size());
   p.val_tokens =

@@ -42,13 +42,15 @@ Status WriteTokenFile(const std::string& path, const std::string& dtype,
                       const std::vector<int64_t>& ids);
 
 // Tokenizes `text` byte by byte into `dir`: vocab.json, train.bin (the first
-// 1 - val_fraction of the tokens) and val.bin (the rest), uint16.
+// 1 - val_fraction of the tokens) and val.bin (the rest), uint16. With
+// `vocab`, its ids (another corpus's, to fine-tune a model trained on it);
+// else the text's own bytes.
 struct PreparedText {
   Vocabulary vocab;
   int64_t train_tokens = 0;
   int64_t val_tokens = 0;
 };
-Result<PreparedText> PrepareText(std::string_view text, double val_fraction,
-                                 const std::string& dir);
+Result<PreparedText> PrepareText(std::string_view text, double val_fraction, const std::string& dir,
+                                 const Vocabulary* vocab = nullptr);
 
 }  // namespace spot::train

@@ -166,18 +166,47 @@ Result<TensorSet> LoadSplit(const TrainSpec& spec, Split split, int64_t limit) {
   return t;
 }
 
-std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimizerSpec& o, Net& model) {
+namespace {
+
+std::unique_ptr<torch::optim::Optimizer> MakeGroupedOptimizer(
+    const OptimizerSpec& o, std::vector<torch::optim::OptimizerParamGroup> groups) {
   if (o.type == "adam") {
-    return std::make_unique<torch::optim::Adam>(model.parameters(),
+    return std::make_unique<torch::optim::Adam>(std::move(groups),
                                                 torch::optim::AdamOptions(o.lr)
                                                     .betas({o.beta1, o.beta2})
                                                     .eps(o.eps)
                                                     .weight_decay(o.weight_decay));
   }
-  return std::make_unique<torch::optim::SGD>(model.parameters(), torch::optim::SGDOptions(o.lr)
-                                                                     .momentum(o.momentum)
-                                                                     .nesterov(o.nesterov)
-                                                                     .weight_decay(o.weight_decay));
+  return std::make_unique<torch::optim::SGD>(std::move(groups), torch::optim::SGDOptions(o.lr)
+                                                                    .momentum(o.momentum)
+                                                                    .nesterov(o.nesterov)
+                                                                    .weight_decay(o.weight_decay));
+}
+
+}  // namespace
+
+std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimizerSpec& o, Net& model) {
+  return MakeGroupedOptimizer(o, {torch::optim::OptimizerParamGroup(model.parameters())});
+}
+
+Result<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(const TrainSpec& spec, Net& model) {
+  const auto& entries = spec.param_groups;
+  std::vector<std::vector<at::Tensor>> members(entries.size() + 1);
+  for (const auto& p : model.named_parameters()) {
+    size_t g = 0;
+    while (g < entries.size() && p.key().rfind(entries[g].prefix, 0) != 0) ++g;
+    members[g].push_back(p.value());
+  }
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  for (size_t g = 0; g < members.size(); ++g) {
+    if (g < entries.size() && members[g].empty()) {
+      return InvalidArgumentError(fmt::format(
+          "{}: param_groups: no parameter of model {} (after earlier prefixes) starts with \"{}\"",
+          spec.source, ModelName(spec), entries[g].prefix));
+    }
+    if (!members[g].empty()) groups.emplace_back(std::move(members[g]));
+  }
+  return MakeGroupedOptimizer(spec.optimizer, std::move(groups));
 }
 
 int PrepareProcess(const TrainSpec& spec) {

@@ -52,7 +52,12 @@ at::Tensor TensorFromHost(const HostArray& a);
 // InvalidArgument names the spec's dataset.path.
 Result<TensorSet> LoadSplit(const TrainSpec& spec, Split split, int64_t limit);
 
+// The optimizer over all of the model's parameters, as one group.
 std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimizerSpec& o, Net& model);
+// The job's optimizer: one group per spec.param_groups entry, in order, then
+// one of the remaining parameters (when any remain). InvalidArgument naming
+// the entry for a prefix that matches no parameter.
+Result<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(const TrainSpec& spec, Net& model);
 
 // Sets intra-op threads (0 = all cores), the allocator thresholds and the
 // seed. Returns the thread count in force.

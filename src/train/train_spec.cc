@@ -166,6 +166,28 @@ void ReadModel(SpecReader& top, TrainSpec* s) {
   ReadGpt(m, &s->gpt);
 }
 
+void ReadParamGroups(SpecReader& top, std::vector<ParamGroupSpec>* out) {
+  if (!top.Has("param_groups")) return;
+  if (!top.IsMapping("param_groups")) {
+    top.AddError("param_groups",
+                 "must map parameter-name prefixes to settings, e.g. {\"transformer.h.0.\": "
+                 "{lr_scale: 0.1, frozen_until: 200}}");
+    return;
+  }
+  SpecReader& groups = top.Section("param_groups");
+  for (const std::string& prefix : groups.Keys()) {
+    ParamGroupSpec g{.prefix = prefix};
+    if (!groups.IsMapping(prefix)) {
+      groups.AddError(prefix, "must be a mapping: {lr_scale: X, frozen_until: STEP}");
+      continue;
+    }
+    SpecReader& r = groups.Section(prefix);
+    r.Double("lr_scale", &g.lr_scale, {.min = 0, .max = 1000, .min_exclusive = true});
+    r.Int("frozen_until", &g.frozen_until, {.min = -1});
+    out->push_back(std::move(g));
+  }
+}
+
 // fp16 needs a GPU's half-precision units (and dynamic loss scaling), which
 // this build does not drive; bf16 has float32's range and needs no scaling.
 void ReadPrecision(SpecReader& top, std::string* precision) {
@@ -254,6 +276,7 @@ void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
   ReadRollback(top.Section("rollback"), &s.rollback);
   ReadDistributed(top.Section("distributed"), &s.distributed);
   ReadInit(top.Section("init"), &s.init);
+  ReadParamGroups(top, &s.param_groups);
   SpecReader& faults = top.Section("faults");
   faults.Int("nan_loss_at_step", &s.faults.nan_loss_at_step, {.min = 0});
   faults.Int("spike_loss_at_step", &s.faults.spike_loss_at_step, {.min = 0});

@@ -99,6 +99,17 @@ struct InitSpec {
   bool strict = true;  // a model tensor with no match, or an unused file tensor, is an error
 };
 
+// One entry of `param_groups: {PREFIX: {lr_scale, frozen_until}}`: the
+// parameters whose names start with PREFIX (and no earlier entry's) form an
+// optimizer group of their own (fine-tuning: gradual unfreezing, smaller
+// learning rates for pretrained layers).
+struct ParamGroupSpec {
+  std::string prefix;
+  double lr_scale = 1.0;     // the scheduled learning rate times this, > 0
+  int64_t frozen_until = 0;  // no training before this step; -1 = frozen for the whole run
+  bool FrozenAt(int64_t step) const { return frozen_until < 0 || step < frozen_until; }
+};
+
 // `model: {name: gpt, ...}`: a decoder-only Transformer (GPT-2's layout, as
 // nanoGPT writes it) over token ids; its loss is lm.
 struct GptSpec {
@@ -145,6 +156,7 @@ struct TrainSpec {
   FaultSpec faults;
   DistributedSpec distributed;
   InitSpec init;
+  std::vector<ParamGroupSpec> param_groups;  // in file order; the rest: lr_scale 1, trained
 };
 
 // How an evaluation reads in logs: "test accuracy 91.23%, test loss 0.2511",

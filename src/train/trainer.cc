@@ -108,7 +108,7 @@ struct Trainer::Impl {
 Status Trainer::Impl::Setup() {
   int threads = PrepareProcess(spec);
   SPOT_ASSIGN_OR_RETURN(model, BuildModel(spec, train.SampleShape()));
-  optimizer = MakeOptimizer(spec.optimizer, *model);
+  SPOT_ASSIGN_OR_RETURN(optimizer, MakeOptimizer(spec, *model));
 
   counters.seed = spec.seed;
   counters.batch_size = spec.batch_size;

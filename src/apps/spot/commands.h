@@ -164,6 +164,7 @@ struct PrepareTextArgs {
   std::string input;  // a text file, or "-" for standard input
   std::string out;    // directory for train.bin, val.bin, vocab.json
   double val_fraction = 0.1;
+  std::string vocab;  // --vocab: another corpus's vocab.json
 };
 struct GenerateArgs {
   std::string job_path;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <optional>
 
 #include "apps/spot/commands.h"
 #include "apps/spot/exit_code.h"
@@ -35,6 +36,9 @@ CLI::App* AddPrepareTextCommand(CLI::App& app, PrepareTextArgs* args) {
                   "The last fraction of the text, held out for validation")
       ->check(CLI::Range(0.0001, 0.9999))
       ->capture_default_str();
+  cmd->add_option("--vocab", args->vocab,
+                  "Use this vocab.json (another corpus's: fine-tuning a model trained on it) "
+                  "instead of the text's own characters");
   return cmd;
 }
 
@@ -47,7 +51,14 @@ int RunPrepareText(const PrepareTextArgs& args) {
     if (!read.ok()) return Fail(read.status());
     text = std::move(read).value();
   }
-  Result<train::PreparedText> p = train::PrepareText(text, args.val_fraction, args.out);
+  std::optional<train::Vocabulary> vocab;
+  if (!args.vocab.empty()) {
+    Result<train::Vocabulary> v = train::ReadVocabulary(args.vocab);
+    if (!v.ok()) return Fail(v.status());
+    vocab = std::move(v).value();
+  }
+  Result<train::PreparedText> p =
+      train::PrepareText(text, args.val_fraction, args.out, vocab ? &*vocab : nullptr);
   if (!p.ok()) return Fail(p.status().WithContext(args.input));
   fmt::print("{}: {} train and {} validation tokens, vocabulary of {}\n", args.out, p->train_tokens,
              p->val_tokens, p->vocab.size());

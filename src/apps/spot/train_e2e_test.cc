@@ -366,7 +366,7 @@ TEST_F(SpotTrainTest, BadInputIsRejectedWithClearMessages) {
       {"negative_batch", replace("batch_size: 16", "batch_size: -8"),
        "batch_size: must be >= 1 (got -8)"},
       {"unknown_model", replace("model: cnn", "model: resnet"),
-       "model: unknown value 'resnet' (expected one of: cnn, mlp)"},
+       "model: unknown value 'resnet' (expected one of: cnn, mlp, gpt)"},
       {"missing_dataset", replace(kDataset, "/nonexistent/fashion"),
        "dataset.path: /nonexistent/fashion: missing train-images-idx3-ubyte.gz"},
       {"unknown_field", replace("seed: 7", "sead: 7"),
