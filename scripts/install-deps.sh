@@ -11,6 +11,7 @@ PACKAGES=(
   libtorch-dev libopenblas0-openmp
   libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libxxhash-dev libzstd-dev zlib1g-dev libzip-dev libgloo-dev libcpp-httplib-dev libxgboost-dev
+  libturbojpeg0-dev libpng-dev libcsv-dev
   libsqlite3-dev sqlite3
   prometheus-cpp-dev
   # elastic training: etcd for multi-machine rendezvous, iproute2 for the network-namespace test

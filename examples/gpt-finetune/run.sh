@@ -10,8 +10,10 @@ for job in pretrain finetune scratch; do
   "$spot" train "$dir/$job.yaml" --plain --log-interval 30
 done
 for run in gpt-luke-finetuned gpt-luke-scratch; do
-  python3 -c 'import json, math, sys
+  python3 - "runs/$run/summary.json" "$run" <<'PY'
+import json, math, sys
 s = json.load(open(sys.argv[1]))
-print(f"{sys.argv[2]:20} {s[\"steps\"]} steps: val loss {s[\"test_loss\"]:.4f}, perplexity {math.exp(s[\"test_loss\"]):.2f}")' \
-    "runs/$run/summary.json" "$run"
+loss = s["test_loss"]
+print(f"{sys.argv[2]:20} {s['steps']} steps: val loss {loss:.4f}, perplexity {math.exp(loss):.2f}")
+PY
 done

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "train/augment.h"
 #include "train/lr_schedule.h"
 #include "train/sampler.h"
 
@@ -117,6 +118,9 @@ Result<StepOutcome> StepRunner::Run(Slice batch, Slice mine, GradientSync& sync,
                     static_cast<uint64_t>(c.step) * 8191u + static_cast<uint64_t>(part.begin));
     at::Tensor idx = order_.slice(0, part.begin, part.end);
     auto [x, y] = data_.Take(idx);
+    if (spec_.augment.enabled() && x.dim() == 4) {
+      x = Augment(spec_.augment, x, idx, static_cast<uint64_t>(spec_.seed), c.epoch);
+    }
     at::Tensor out;
     {
       PrecisionScope precision(spec_.precision);

@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "train/folder_data.h"
 #include "train/numpy_file.h"
 #include "train/safetensors_file.h"
 #include "train/token_stream.h"
@@ -95,15 +96,22 @@ std::vector<int64_t> TensorSet::SampleShape() const {
   return images.sizes().slice(1).vec();
 }
 
+namespace {
+// uint8 images (an image folder's) are kept as bytes and scaled when taken.
+at::Tensor Scaled(at::Tensor x) {
+  return x.scalar_type() == at::kByte ? x.to(at::kFloat).div_(255) : x;
+}
+}  // namespace
+
 std::pair<at::Tensor, at::Tensor> TensorSet::Take(const at::Tensor& idx) const {
-  if (!tokens.defined()) return {images.index_select(0, idx), labels.index_select(0, idx)};
+  if (!tokens.defined()) return {Scaled(images.index_select(0, idx)), labels.index_select(0, idx)};
   at::Tensor pos = idx.mul(stride).unsqueeze(1) + at::arange(context + 1, at::kLong).unsqueeze(0);
   at::Tensor w = tokens.index_select(0, pos.flatten()).view({idx.size(0), context + 1});
   return {w.slice(1, 0, context).contiguous(), w.slice(1, 1, context + 1).contiguous()};
 }
 
 std::pair<at::Tensor, at::Tensor> TensorSet::Range(int64_t begin, int64_t end) const {
-  if (!tokens.defined()) return {images.slice(0, begin, end), labels.slice(0, begin, end)};
+  if (!tokens.defined()) return {Scaled(images.slice(0, begin, end)), labels.slice(0, begin, end)};
   return Take(at::arange(begin, end, at::kLong));
 }
 
@@ -152,6 +160,8 @@ void KeepActivationBuffersInHeap() {
 Result<TensorSet> LoadSplit(const TrainSpec& spec, Split split, int64_t limit) {
   Result<TensorSet> set = [&]() -> Result<TensorSet> {
     if (spec.dataset == "tokens") return LoadTokenSplit(spec, split);
+    if (spec.dataset == "images") return LoadImageFolderSplit(spec, split);
+    if (spec.dataset == "csv") return LoadCsvSplit(spec, split);
     if (spec.dataset != "fashion-mnist") return LoadArraySplit(spec, split);
     SPOT_ASSIGN_OR_RETURN(ImageSet images, LoadFashionMnist(spec.dataset_path, split));
     return ToTensors(images);

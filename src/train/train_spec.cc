@@ -215,6 +215,44 @@ void ResolveVocab(SpecReader& data, TrainSpec* s) {
   s->gpt.vocab = v->size();
 }
 
+void ReadAugment(SpecReader& a, AugmentSpec* s) {
+  a.Int("crop_padding", &s->crop_padding, {.min = 0, .max = 64});
+  a.Bool("flip", &s->flip);
+  a.Double("brightness", &s->brightness, {.min = 0, .max = 1});
+  a.Double("contrast", &s->contrast, {.min = 0, .max = 1});
+  a.Double("saturation", &s->saturation, {.min = 0, .max = 1});
+}
+
+// dataset: images (an image folder) and csv (a table): directories.
+void ReadFolderData(SpecReader& data, TrainSpec* s) {
+  const bool images = s->dataset == "images";
+  if (images) {
+    data.Int("image_size", &s->image_size, {.min = 4, .max = 1024});
+    data.Int("channels", &s->channels, {.min = 1, .max = 3});
+    if (s->channels == 2) data.AddError("channels", "must be 1 (grey) or 3 (RGB)");
+  } else {
+    data.String("label", &s->label_column);
+  }
+  std::error_code ec;
+  const fs::path dir = s->dataset_path;
+  if (!fs::is_directory(dir, ec)) {
+    data.AddError("path", s->dataset_path + (images ? ": not a directory (train/<class>/<image>)"
+                                                    : ": not a directory (train.csv, test.csv)"));
+    return;
+  }
+  if (images) {
+    if (!fs::is_directory(dir / "train", ec))
+      data.AddError("path", s->dataset_path + ": no train/");
+    if (!fs::is_directory(dir / "test", ec) && !fs::is_directory(dir / "val", ec)) {
+      data.AddError("path", s->dataset_path + ": no test/ (or val/)");
+    }
+    return;
+  }
+  for (const char* f : {"train.csv", "test.csv"}) {
+    if (!fs::is_regular_file(dir / f, ec)) data.AddError("path", s->dataset_path + ": no " + f);
+  }
+}
+
 // dataset: tokens. A directory holding train.bin and val.bin (flat token ids,
 // as nanoGPT's prepare scripts write them) and, from `spot prepare-text`,
 // vocab.json.
@@ -249,15 +287,18 @@ void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
   top.String("name", &s.name);
   ReadModel(top, &s);
   SpecReader& data = top.Section("dataset");
-  data.Enum("name", &s.dataset, {"fashion-mnist", "npz", "safetensors", "tokens"});
+  data.Enum("name", &s.dataset, {"fashion-mnist", "npz", "safetensors", "tokens", "images", "csv"});
   if (s.dataset != "fashion-mnist" && !data.Has("path")) {
-    data.AddError("path", "name: " + s.dataset +
-                              (s.dataset == "tokens"
-                                   ? " needs the directory of train.bin and val.bin"
-                                   : " needs the file's path (x_train, y_train, x_test, y_test)"));
+    const std::string what = s.dataset == "tokens"   ? "the directory of train.bin and val.bin"
+                             : s.dataset == "images" ? "the directory of train/ and test/"
+                             : s.dataset == "csv"    ? "the directory of train.csv and test.csv"
+                                                     : "the file's path (x_train, y_train, ...)";
+    data.AddError("path", "name: " + s.dataset + " needs " + what);
   }
   data.String("path", &s.dataset_path);
   if (s.dataset == "tokens") ReadTokens(data, &s);
+  if (s.dataset == "images" || s.dataset == "csv") ReadFolderData(data, &s);
+  ReadAugment(data.Section("augment"), &s.augment);
   data.Int("train_limit", &s.train_limit, {.min = 0});
   data.Int("test_limit", &s.test_limit, {.min = 0});
   top.Int("batch_size", &s.batch_size, {.min = 1, .max = 60000}, /*required=*/true);
@@ -292,7 +333,7 @@ void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
   }
   if (s.model == "gpt" && s.gpt.vocab == 0) ResolveVocab(data, &s);
   std::error_code ec;
-  if (s.dataset == "tokens") return;
+  if (s.dataset == "tokens" || s.dataset == "images" || s.dataset == "csv") return;
   if (s.dataset != "fashion-mnist") {
     if (!fs::is_regular_file(s.dataset_path, ec)) {
       data.AddError(

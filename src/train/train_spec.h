@@ -99,6 +99,20 @@ struct InitSpec {
   bool strict = true;  // a model tensor with no match, or an unused file tensor, is an error
 };
 
+// dataset.augment: random transformations of training images ([b, C, H, W]),
+// drawn per sample from (seed, epoch, sample): an epoch's augmented batch is
+// the same in every run and after every resume.
+struct AugmentSpec {
+  int64_t crop_padding = 0;  // random crop of the image padded by this many zero pixels, [0, 64]
+  bool flip = false;         // random horizontal flip
+  double brightness = 0;     // color jitter: a factor from [1 - x, 1 + x], [0, 1]
+  double contrast = 0;       // likewise, around the image's mean
+  double saturation = 0;     // likewise, around its grey (3 channels only)
+  bool enabled() const {
+    return crop_padding > 0 || flip || brightness > 0 || contrast > 0 || saturation > 0;
+  }
+};
+
 // One entry of `param_groups: {PREFIX: {lr_scale, frozen_until}}`: the
 // parameters whose names start with PREFIX (and no earlier entry's) form an
 // optimizer group of their own (fine-tuning: gradual unfreezing, smaller
@@ -132,11 +146,16 @@ struct TrainSpec {
   std::string loss = "cross_entropy";
   // fashion-mnist | npz | safetensors (dataset.path: FILE) | tokens
   // (dataset.path: a directory with train.bin and val.bin, as nanoGPT writes them)
+  // | images (DIR/train/<class>/*.png|jpg, DIR/test/...) | csv (DIR/train.csv, DIR/test.csv)
   std::string dataset = "fashion-mnist";
   std::string dataset_path = "/usr/share/datasets/fashion-mnist";
   std::string token_dtype = "uint16";  // tokens: the files' element type, uint16 | uint32
   int64_t context = 0;                 // tokens: window length; 0 = model.context (gpt)
   int64_t stride = 0;                  // tokens: offset between windows; 0 = context
+  int64_t image_size = 32;             // images: resized to image_size x image_size, [4, 1024]
+  int64_t channels = 3;                // images: 1 (grey) | 3 (RGB)
+  std::string label_column = "label";  // csv: the class column; the others are features
+  AugmentSpec augment;                 // training images only
   int64_t train_limit = 0;             // use only the first N training images; 0 = all
   int64_t test_limit = 0;              // evaluate on the first N test images; 0 = all
   int64_t batch_size = 64;             // >= 1

@@ -1,0 +1,267 @@
+// End-to-end tests of the folder data sets: an image folder (PNG and JPEG of
+// mixed sizes, decoded and resized, with augmentation) trained by `spot
+// train`, killed and resumed, and by three elastic workers with one killed
+// and one joining; and a CSV table trained by a scripted model.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <png.h>
+#include <signal.h>
+#include <turbojpeg.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "apps/spot/e2e_support.h"
+#include "apps/spot/elastic_e2e_support.h"
+#include "apps/spot/test_process.h"
+#include "core/file_io.h"
+
+namespace spot {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::ChildProcess;
+using testing::ProcessResult;
+using testing::ReadStepLog;
+using testing::StepLog;
+
+constexpr int kClasses = 3;
+constexpr int kTrainPerClass = 60;
+constexpr int kTestPerClass = 20;
+
+// A grey image of class k: a bright bar (k 0: horizontal, 1: vertical, 2:
+// diagonal) at a random place on a noisy background, 24 to 32 pixels a side.
+std::vector<uint8_t> Draw(int k, std::mt19937& rng, int* w, int* h) {
+  *w = std::uniform_int_distribution<int>(24, 32)(rng);
+  *h = std::uniform_int_distribution<int>(24, 32)(rng);
+  std::vector<uint8_t> px(*w * *h);
+  for (auto& p : px) p = static_cast<uint8_t>(std::uniform_int_distribution<int>(0, 60)(rng));
+  const int at = std::uniform_int_distribution<int>(4, std::min(*w, *h) - 6)(rng);
+  for (int i = 0; i < std::min(*w, *h); ++i) {
+    for (int t = 0; t < 3; ++t) {
+      const int x = k == 0 ? i : k == 1 ? at + t : std::min(*w - 1, i + t);
+      const int y = k == 0 ? at + t : i;
+      px[y * *w + x] = 255;
+    }
+  }
+  return px;
+}
+
+void WriteImage(const fs::path& path, const std::vector<uint8_t>& px, int w, int h) {
+  if (path.extension() == ".png") {
+    png_image image{};
+    image.version = PNG_IMAGE_VERSION;
+    image.width = w;
+    image.height = h;
+    image.format = PNG_FORMAT_GRAY;
+    ASSERT_TRUE(png_image_write_to_file(&image, path.c_str(), 0, px.data(), 0, nullptr));
+    return;
+  }
+  tjhandle tj = tjInitCompress();
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  ASSERT_EQ(tjCompress2(tj, px.data(), w, 0, h, TJPF_GRAY, &buf, &size, TJSAMP_GRAY, 95, 0), 0);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<char*>(buf), size);
+  tjFree(buf);
+  tjDestroy(tj);
+}
+
+class DataTest : public testing::E2eTest {
+ protected:
+  void SetUp() override {
+    E2eTest::SetUp();
+    std::mt19937 rng(20261202);
+    const char* names[kClasses] = {"bars", "columns", "slopes"};
+    for (const auto& [split, count] :
+         {std::pair{"train", kTrainPerClass}, {"test", kTestPerClass}}) {
+      for (int k = 0; k < kClasses; ++k) {
+        fs::create_directories(images() / split / names[k]);
+        for (int i = 0; i < count; ++i) {
+          int w = 0, h = 0;
+          std::vector<uint8_t> px = Draw(k, rng, &w, &h);
+          WriteImage(
+              images() / split / names[k] / fmt::format("{:03}.{}", i, i % 3 ? "png" : "jpg"), px,
+              w, h);
+        }
+      }
+    }
+  }
+  fs::path images() const { return dir_ / "images"; }
+  std::string ImageJob(const std::string& name, int64_t steps, const std::string& extra = "") {
+    return fmt::format(
+        "name: {}\nmodel: cnn\n"
+        "dataset:\n  name: images\n  path: {}\n  image_size: 28\n  channels: 1\n"
+        "  augment: {{crop_padding: 2, flip: true, brightness: 0.2, contrast: 0.2}}\n"
+        "batch_size: 16\nsteps: {}\nseed: 4\nthreads: 1\noptimizer: {{type: adam, lr: 0.002}}\n"
+        "checkpoint: {{interval_steps: 5}}\noutput_dir: {}\n{}",
+        name, images().string(), steps, (dir_ / name).string(), extra);
+  }
+  json Summary(const std::string& run) {
+    return json::parse(*ReadFile((dir_ / run / "summary.json").string()));
+  }
+};
+
+// An image folder with augmentation trains (well above chance on three
+// classes), and a run killed with SIGKILL resumes bit for bit: the augmented
+// batches after the resume are the uninterrupted run's.
+TEST_F(DataTest, AnAugmentedImageFolderTrainsAndResumesBitForBit) {
+  auto job = [&](const std::string& name) { return WriteJob(name, ImageJob(name, 40)); };
+  ProcessResult ref = Train(job("ref"), dir_ / "ref.csv", "ref");
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  EXPECT_NE(ref.err.find("training cnn on images (180 samples"), std::string::npos) << ref.err;
+  EXPECT_GT(Summary("ref")["test_accuracy"].get<double>(), 0.8);
+  {
+    ChildProcess p(TrainArgs(job("cut"), dir_ / "cut.csv"), (dir_ / "cut_a").string());
+    while (p.Running() && testing::LastLoggedStep(dir_ / "cut.csv") < 17) ::usleep(500);
+    p.Kill(SIGKILL);
+    p.Wait();
+  }
+  ASSERT_LT(testing::LastLoggedStep(dir_ / "cut.csv"), 40) << "killed mid-run";
+  ProcessResult resumed = Train(job("cut"), dir_ / "cut.csv", "cut_b");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  const StepLog a = ReadStepLog(dir_ / "ref.csv"), b = ReadStepLog(dir_ / "cut.csv");
+  ASSERT_EQ(b.size(), 40u);
+  for (int64_t s = 1; s <= 40; ++s) EXPECT_EQ(b.at(s), a.at(s)) << "step " << s;
+
+  // Without augmentation the losses differ: it was applied.
+  std::string plain = ImageJob("plain", 2);
+  plain.replace(plain.find("  augment:"),
+                plain.find('\n', plain.find("  augment:")) - plain.find("  augment:") + 1, "");
+  ASSERT_EQ(Train(WriteJob("plain", plain), dir_ / "plain.csv", "plain").exit_code, 0);
+  EXPECT_NE(ReadStepLog(dir_ / "plain.csv").at(1), a.at(1));
+}
+
+// Three elastic workers on the image folder; one is killed with SIGKILL and
+// another joins: every sample of every epoch is trained on exactly once.
+TEST_F(DataTest, ThreeWorkersOnAnImageFolderUseEverySampleOnceThroughAKillAndAJoin) {
+  const fs::path job =
+      WriteJob("el", ImageJob("el", 60,
+                              "distributed: {max_workers: 3, join_window_s: 60, liveness_ttl_s: 2, "
+                              "collective_timeout_s: 5}\n"));
+  ChildProcess store({SPOT_BIN, "rendezvous", "--port", "0"}, (dir_ / "store").string());
+  std::string url;
+  for (int i = 0; i < 2000 && url.empty(); ++i) {
+    auto text = ReadFile((dir_ / "store.out").string());
+    if (text.ok() && text->find("tcp://") != std::string::npos &&
+        text->find('\n', text->find("tcp://")) != std::string::npos) {
+      const size_t at = text->find("tcp://");
+      url = text->substr(at, text->find('\n', at) - at);
+    }
+    ::usleep(5000);
+  }
+  ASSERT_FALSE(url.empty()) << "spot rendezvous did not start";
+  const fs::path steps = dir_ / "steps.csv";
+  auto worker = [&](const std::string& id) {
+    return std::vector<std::string>{SPOT_BIN,
+                                    "worker",
+                                    job.string(),
+                                    "--rendezvous",
+                                    url,
+                                    "--id",
+                                    id,
+                                    "--threads",
+                                    "1",
+                                    "--step-log",
+                                    steps.string(),
+                                    "--slowdown",
+                                    "2",
+                                    "--sample-log",
+                                    (dir_ / (id + ".samples.csv")).string()};
+  };
+  std::vector<std::unique_ptr<ChildProcess>> ws;
+  for (const char* id : {"a", "b", "c"}) {
+    ws.push_back(std::make_unique<ChildProcess>(worker(id), (dir_ / id).string()));
+  }
+  while (testing::LastLoggedStep(steps) < 15) ::usleep(2000);
+  ws[1]->Kill(SIGKILL);
+  EXPECT_EQ(ws[1]->Wait().term_signal, SIGKILL);
+  while (testing::LastLoggedStep(steps) < 25) ::usleep(2000);
+  ws.push_back(std::make_unique<ChildProcess>(worker("d"), (dir_ / "d").string()));
+  for (int i : {0, 2, 3}) {
+    ProcessResult r = ws[i]->Wait(300);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  testing::ExpectEverySampleOnce(
+      testing::ReadSampleLogs(testing::FilesEndingWith(dir_, ".samples.csv")),
+      kClasses * kTrainPerClass, 60, 1);
+  std::set<int64_t> worlds;
+  for (const auto& r : testing::ReadSampleLogs(testing::FilesEndingWith(dir_, ".samples.csv"))) {
+    worlds.insert(r.world);
+  }
+  EXPECT_TRUE(worlds.count(3) && worlds.count(2)) << "three, then two, then three again";
+  store.Kill(SIGTERM);
+  store.Wait(30);
+}
+
+TEST_F(DataTest, BadImageFoldersAreClearErrors) {
+  const fs::path job = WriteJob("bad", ImageJob("bad", 2));
+  const fs::path victim = images() / "train" / "columns" / "004.png";
+  const std::string bytes = *ReadFile(victim.string());
+  std::ofstream(victim, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() / 2);
+  ProcessResult cut = Train(job, "", "cut");
+  EXPECT_EQ(cut.exit_code, 2);
+  EXPECT_NE(cut.err.find(victim.string() + ": "), std::string::npos) << cut.err;
+  EXPECT_NE(cut.err.find("PNG image"), std::string::npos) << cut.err;
+  EXPECT_FALSE(fs::exists(dir_ / "bad" / "checkpoints")) << "nothing written for bad data";
+
+  std::ofstream(images() / "train" / "columns" / "README.txt") << "not an image";
+  ProcessResult stray = Train(job, "", "stray");
+  EXPECT_EQ(stray.exit_code, 2);
+  EXPECT_NE(stray.err.find("README.txt: not a .png, .jpg or .jpeg image"), std::string::npos)
+      << stray.err;
+
+  fs::rename(images() / "test", images() / "elsewhere");
+  ProcessResult no_test = Train(job, "", "no_test");
+  EXPECT_EQ(no_test.exit_code, 2);
+  EXPECT_NE(no_test.err.find("dataset.path: " + images().string() + ": no test/ (or val/)"),
+            std::string::npos)
+      << no_test.err;
+}
+
+// A CSV table (two Gaussian blobs per class in 4 features) trained by an MLP
+// scripted in Python; a bad record exits 2 naming the file and line.
+TEST_F(DataTest, ACsvTableTrainsAScriptedModel) {
+  const fs::path data = dir_ / "table";
+  fs::create_directories(data);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> noise(0, 0.4f);
+  for (const auto& [file, rows] : {std::pair{"train.csv", 300}, {"test.csv", 90}}) {
+    std::ofstream f(data / file);
+    f << "sepal,\"petal, width\",species,x4\n";
+    for (int i = 0; i < rows; ++i) {
+      const int k = i % 3;
+      f << fmt::format("{},{},{},{}\n", k + noise(rng), 2 * k - 1 + noise(rng), k, noise(rng));
+    }
+  }
+  const fs::path script = dir_ / "mlp.py";
+  std::ofstream(script) << "import sys, torch\n"
+                           "m = torch.nn.Sequential(torch.nn.Linear(3, 16), torch.nn.ReLU(),\n"
+                           "                        torch.nn.Linear(16, 3))\n"
+                           "torch.jit.script(m).save(sys.argv[1])\n";
+  ASSERT_EQ(testing::RunProcess({"/usr/bin/python3", script.string(), (dir_ / "mlp.pt").string()},
+                                (dir_ / "script").string())
+                .exit_code,
+            0);
+  const std::string job = fmt::format(
+      "name: csv\nmodel: {{torchscript: {}}}\ndataset: {{name: csv, path: {}, label: species}}\n"
+      "batch_size: 30\nepochs: 10\nseed: 1\nthreads: 1\noptimizer: {{type: adam, lr: 0.01}}\n"
+      "output_dir: {}\n",
+      (dir_ / "mlp.pt").string(), data.string(), (dir_ / "csv").string());
+  ProcessResult r = Train(WriteJob("csv", job), "", "csv");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(Summary("csv")["test_accuracy"].get<double>(), 0.9);
+
+  std::ofstream(data / "test.csv", std::ios::app) << "1.0,oops,2,0.1\n";
+  ProcessResult bad = Train(WriteJob("csv2", job), "", "csv2");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find((data / "test.csv").string() + ":92: petal, width is \"oops\""),
+            std::string::npos)
+      << bad.err;
+}
+
+}  // namespace
+}  // namespace spot
