@@ -4,23 +4,9 @@
 
 #include <vector>
 
+#include "train/sampler.h"
+
 namespace spot::train {
-namespace {
-
-// SplitMix64 (Steele, Lea, Flood 2014): a stream of 64-bit draws per sample.
-struct Draws {
-  uint64_t state;
-  uint64_t Next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  int64_t Below(int64_t n) { return static_cast<int64_t>(Uniform() * static_cast<double>(n)); }
-};
-
-}  // namespace
 
 at::Tensor Augment(const AugmentSpec& spec, const at::Tensor& x, const at::Tensor& samples,
                    uint64_t seed, int64_t epoch) {
@@ -31,10 +17,11 @@ at::Tensor Augment(const AugmentSpec& spec, const at::Tensor& x, const at::Tenso
   std::vector<float> bright(b, 1), contrast(b, 1), saturation(b, 1);
   const auto* ids = samples.data_ptr<int64_t>();
   for (int64_t i = 0; i < b; ++i) {
-    Draws d{seed * 0x2545F4914F6CDD1Dull ^ (static_cast<uint64_t>(epoch) << 40) ^
-            static_cast<uint64_t>(ids[i])};
+    SplitMix64 d(seed * 0x2545F4914F6CDD1Dull ^ (static_cast<uint64_t>(epoch) << 40) ^
+                 static_cast<uint64_t>(ids[i]));
     d.Next();
-    const int64_t dy = d.Below(2 * pad + 1), dx = d.Below(2 * pad + 1);
+    const auto dy = static_cast<int64_t>(d.Below(2 * pad + 1));
+    const auto dx = static_cast<int64_t>(d.Below(2 * pad + 1));
     at::Tensor img = padded[i].slice(1, dy, dy + h).slice(2, dx, dx + w);
     if (spec.flip && d.Uniform() < 0.5) img = img.flip({2});
     out.push_back(img);

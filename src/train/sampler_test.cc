@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 namespace spot::train {
 namespace {
@@ -33,6 +34,45 @@ TEST(SamplerTest, OrderIsFrozen) {
 TEST(SamplerTest, EdgeSizes) {
   EXPECT_TRUE(EpochOrder(1, 0, 0).empty());
   EXPECT_EQ(EpochOrder(1, 0, 1), std::vector<int64_t>{0});
+}
+
+// 90 samples of class 0 and 10 of class 1 (the minority scattered in data order).
+std::vector<int64_t> Imbalanced() {
+  std::vector<int64_t> labels(100, 0);
+  for (int i = 3; i < 100; i += 10) labels[i] = 1;
+  return labels;
+}
+
+TEST(SamplerTest, StratifiedOrdersSpreadEveryClassOverEveryBatch) {
+  const std::vector<int64_t> labels = Imbalanced();
+  std::vector<int64_t> o = ClassOrder(5, 0, labels, /*balanced=*/false);
+  EXPECT_EQ(o, ClassOrder(5, 0, labels, false)) << "deterministic";
+  EXPECT_NE(o, ClassOrder(5, 1, labels, false)) << "another epoch, another order";
+  for (int b = 0; b < 10; ++b) {
+    int minority = 0;
+    for (int i = 0; i < 10; ++i) minority += labels[o[b * 10 + i]];
+    EXPECT_EQ(minority, 1) << "batch " << b << " of 10 holds one of the 10 minority samples";
+  }
+  std::sort(o.begin(), o.end());
+  for (int64_t i = 0; i < 100; ++i) EXPECT_EQ(o[i], i) << "a permutation";
+}
+
+TEST(SamplerTest, BalancedOrdersGiveEachClassAnEqualShare) {
+  const std::vector<int64_t> labels = Imbalanced();
+  const std::vector<int64_t> o = ClassOrder(5, 0, labels, /*balanced=*/true);
+  ASSERT_EQ(o.size(), 100u);
+  std::map<int64_t, int> seen;
+  int minority = 0;
+  for (int64_t s : o) {
+    ++seen[s];
+    minority += labels[s];
+  }
+  EXPECT_EQ(minority, 50);
+  for (int i = 3; i < 100; i += 10) EXPECT_EQ(seen[i], 5) << "each minority sample 5 times";
+  EXPECT_EQ(seen.size(), 10u + 50u) << "50 of the 90 majority samples, once each";
+  for (int b = 0; b < 50; ++b) {
+    EXPECT_EQ(labels[o[2 * b]] + labels[o[2 * b + 1]], 1) << "alternating: pair " << b;
+  }
 }
 
 }  // namespace

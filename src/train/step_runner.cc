@@ -61,7 +61,16 @@ bool StepRunner::NextIsSkipped() const {
 void StepRunner::EnsureOrder() {
   const int64_t epoch = state_.counters->epoch;
   if (order_epoch_ == epoch) return;
-  std::vector<int64_t> o = EpochOrder(static_cast<uint64_t>(spec_.seed), epoch, data_.size());
+  const auto seed = static_cast<uint64_t>(spec_.seed);
+  std::vector<int64_t> o;
+  if (spec_.sampling == "shuffle") {
+    o = EpochOrder(seed, epoch, data_.size());
+  } else {
+    const at::Tensor labels = data_.labels.contiguous();
+    const std::vector<int64_t> l(labels.data_ptr<int64_t>(),
+                                 labels.data_ptr<int64_t>() + labels.numel());
+    o = ClassOrder(seed, epoch, l, spec_.sampling == "balanced");
+  }
   order_ = at::from_blob(o.data(), {data_.size()}, at::kLong).clone();
   order_epoch_ = epoch;
 }
@@ -75,7 +84,8 @@ void StepRunner::ApplyParamGroups(double lr) {
   for (size_t g = 0; g < groups.size(); ++g) {
     const ParamGroupSpec* entry = g < spec_.param_groups.size() ? &spec_.param_groups[g] : nullptr;
     groups[g].options().set_lr(lr * (entry ? entry->lr_scale : 1.0));
-    const bool frozen = entry && entry->FrozenAt(step);
+    if (entry == nullptr) continue;  // the rest: as the model made them
+    const bool frozen = entry->FrozenAt(step);
     for (at::Tensor& p : groups[g].params()) {
       if (p.requires_grad() == frozen) p.set_requires_grad(!frozen);
       if (frozen && p.grad().defined()) p.mutable_grad() = at::Tensor();

@@ -299,6 +299,10 @@ void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
   if (s.dataset == "tokens") ReadTokens(data, &s);
   if (s.dataset == "images" || s.dataset == "csv") ReadFolderData(data, &s);
   ReadAugment(data.Section("augment"), &s.augment);
+  data.Enum("sampling", &s.sampling, {"shuffle", "stratified", "balanced"});
+  if (s.sampling != "shuffle" && s.dataset == "tokens") {
+    data.AddError("sampling", "needs class labels; token windows have none");
+  }
   data.Int("train_limit", &s.train_limit, {.min = 0});
   data.Int("test_limit", &s.test_limit, {.min = 0});
   top.Int("batch_size", &s.batch_size, {.min = 1, .max = 60000}, /*required=*/true);

@@ -156,6 +156,7 @@ struct TrainSpec {
   int64_t channels = 3;                // images: 1 (grey) | 3 (RGB)
   std::string label_column = "label";  // csv: the class column; the others are features
   AugmentSpec augment;                 // training images only
+  std::string sampling = "shuffle";    // shuffle | stratified | balanced (by class; sampler.h)
   int64_t train_limit = 0;             // use only the first N training images; 0 = all
   int64_t test_limit = 0;              // evaluate on the first N test images; 0 = all
   int64_t batch_size = 64;             // >= 1

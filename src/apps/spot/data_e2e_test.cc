@@ -254,6 +254,13 @@ TEST_F(DataTest, ACsvTableTrainsAScriptedModel) {
   ProcessResult r = Train(WriteJob("csv", job), "", "csv");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_GT(Summary("csv")["test_accuracy"].get<double>(), 0.9);
+  std::string balanced = job;
+  balanced.replace(balanced.find("label: species}"), 15, "label: species, sampling: balanced}");
+  const std::string out = (dir_ / "csv").string();
+  balanced.replace(balanced.find(out), out.size(), (dir_ / "balanced").string());
+  ProcessResult b = Train(WriteJob("balanced", balanced), "", "balanced");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_GT(Summary("balanced")["test_accuracy"].get<double>(), 0.9);
 
   std::ofstream(data / "test.csv", std::ios::app) << "1.0,oops,2,0.1\n";
   ProcessResult bad = Train(WriteJob("csv2", job), "", "csv2");
