@@ -87,6 +87,9 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "train: VAR=VALUE set for the Python runs only (repeatable), e.g. "
                  "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold="
                  "1073741824 to give Python the trainer's malloc settings");
+  app.add_option("--train-module", f->train.module,
+                 "train: a TorchScript module (examples/torchscript/export.py) both sides train "
+                 "instead of the CNN");
   app.add_option("--data", f->train.dataset_path, "Fashion-MNIST directory")->capture_default_str();
   app.add_option("--quiet-wait", f->train.quiet_wait_s,
                  "train: seconds to wait for other processes to go quiet before each run")

@@ -56,7 +56,7 @@ def dataloader_batches(x, y, batch, seed):
 def run(args, batches):
     """Trains warm-up + timed steps; returns (samples/s over the timed steps, last loss)."""
     torch.manual_seed(args.seed)
-    model = spot_models.make_model(args.model)
+    model = torch.jit.load(args.module) if args.module else spot_models.make_model(args.model)
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     samples, seconds, loss_value = 0, 0.0, float("nan")
@@ -77,6 +77,7 @@ def run(args, batches):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="cnn", choices=["cnn", "mlp"])
+    p.add_argument("--module", default="", help="a TorchScript module instead of --model")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=200, help="timed steps")
     p.add_argument("--warmup-steps", type=int, default=5, help="untimed steps first")
@@ -93,7 +94,7 @@ def main():
     torch.set_num_threads(args.threads)
     x, y = spot_models.load_fashion_mnist(args.data, "train")
     makers = {"index_select": index_select_batches, "dataloader": dataloader_batches}
-    out = {"model": args.model, "batch": args.batch, "steps": args.steps,
+    out = {"model": args.module or args.model, "batch": args.batch, "steps": args.steps,
            "warmup_steps": args.warmup_steps, "threads": torch.get_num_threads(),
            "torch": torch.__version__}
     for name in args.variants.split(","):

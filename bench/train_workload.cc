@@ -28,7 +28,8 @@ train::TrainSpec MakeSpec(const TrainBenchOptions& o, int64_t batch, int64_t ste
   train::TrainSpec s;
   s.source = "spot_bench";
   s.name = "bench";
-  s.model = "cnn";
+  s.model = o.module.empty() ? "cnn" : "torchscript";
+  s.model_file = o.module;
   s.dataset_path = o.dataset_path;
   s.batch_size = batch;
   s.eval_batch_size = 256;  // outside the timing, but 2.5 s faster than 1000 here
@@ -69,9 +70,9 @@ Result<Measurement> RunPython(const TrainBenchOptions& o, int64_t batch, int64_t
   for (const std::string& kv : o.python_env) cmd += "env " + Quote(kv) + " ";
   cmd += fmt::format(
       "{} {} --model cnn --batch {} --steps {} --warmup-steps {} --threads {} --seed {} "
-      "--optimizer adam --lr {} --data {}",
+      "--optimizer adam --lr {} --data {}{}",
       Quote(o.python), Quote(o.script), batch, steps, o.warmup_steps, o.threads, o.seed, o.lr,
-      Quote(o.dataset_path));
+      Quote(o.dataset_path), o.module.empty() ? "" : " --module " + Quote(o.module));
   CpuLoadMeter meter;
   std::FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return InternalError("cannot start: " + cmd);
@@ -137,13 +138,16 @@ std::string Method(const TrainBenchOptions& o) {
   std::string env =
       o.python_env.empty() ? "" : fmt::format(" Python ran with {}.", fmt::join(o.python_env, " "));
   return fmt::format(
-      "CNN on Fashion-MNIST, Adam (lr {}), {} intra-op threads, seed {}. Each run: {} untimed "
+      "{} on Fashion-MNIST, Adam (lr {}), {} intra-op threads, seed {}. Each run: {} untimed "
       "warm-up steps, then the timed steps (column \"steps\"); samples/s over the timed steps "
       "only. C++: the real Trainer (its train_samples_per_s; eval and checkpoint excluded), "
       "after a {}-step warm-up Trainer in the same process per batch size. Python: "
       "bench/train_bench.py, warm-up steps in the same process. Median of {} runs per side, "
       "alternating C++ and Python, one at a time. \"others\" = cores other processes used "
       "during the runs (max).{}\n",
+      o.module.empty() ? "CNN"
+                       : fmt::format("The TorchScript module {} (both sides)",
+                                     o.module.substr(o.module.rfind('/') + 1)),
       o.lr, o.threads, o.seed, o.warmup_steps, o.warmup_steps, o.repeats, env);
 }
 
@@ -173,7 +177,9 @@ Result<std::string> RunTrainWorkload(const TrainBenchOptions& o) {
     raw += fmt::format("- batch {}: C++ {}, Python index_select {}, Python DataLoader {}\n", batch,
                        FormatList(runs.cpp), FormatList(runs.python), FormatList(runs.dataloader));
   }
-  return "## train: samples/s, C++ Trainer vs Python PyTorch\n\n" + Method(o) + "\n" +
+  const std::string what =
+      o.module.empty() ? "" : " (" + o.module.substr(o.module.rfind('/') + 1) + ")";
+  return "## train" + what + ": samples/s, C++ Trainer vs Python PyTorch\n\n" + Method(o) + "\n" +
          table.ToMarkdown() + "\nAll runs (samples/s):\n" + raw;
 }
 

@@ -24,6 +24,7 @@ struct TrainBenchOptions {
   std::string dataset_path = "/usr/share/datasets/fashion-mnist";
   std::string python = "/usr/bin/python3";  // Debian's, which has python3-torch
   std::string script;                       // bench/train_bench.py
+  std::string module;  // a TorchScript module both sides train instead of the CNN ("" = the CNN)
   std::vector<std::string> python_env;      // VAR=VALUE pairs set for the Python runs only
   std::string work_dir;                     // trainer outputs (deleted after each run)
   double quiet_cores = 0.25;  // before each run, wait until others use fewer cores than
