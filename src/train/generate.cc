@@ -12,7 +12,6 @@
 #include "train/token_stream.h"
 #include "train/train_setup.h"
 #include "train/train_state.h"
-#include "train/trainer.h"
 
 namespace spot::train {
 namespace {
@@ -46,13 +45,7 @@ Result<Generated> GenerateText(const TrainSpec& job, const GenerateOptions& o) {
   const int threads = PrepareProcess(spec);
   SPOT_ASSIGN_OR_RETURN(std::shared_ptr<Net> model, BuildModel(spec, {spec.context}));
   SPOT_ASSIGN_OR_RETURN(auto optimizer, MakeOptimizer(spec, *model));
-  TrainerCounters counters;
-  counters.seed = spec.seed;
-  counters.batch_size = spec.batch_size;
-  counters.model = ModelName(spec);
-  counters.optimizer = spec.optimizer.type;
-  counters.threads = threads;
-  counters.blas = BlasLibrary();
+  TrainerCounters counters = FreshCounters(spec, threads);
   const TrainRefs refs{model.get(), optimizer.get(), spec.optimizer.type, &counters};
   SPOT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpointer> ckpt, Checkpointer::Open(spec));
   SPOT_ASSIGN_OR_RETURN(ResumeInfo found, ckpt->Resume(refs));

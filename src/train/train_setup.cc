@@ -18,6 +18,7 @@
 #include "train/numpy_file.h"
 #include "train/safetensors_file.h"
 #include "train/token_stream.h"
+#include "train/trainer.h"
 
 namespace spot::train {
 namespace {
@@ -226,6 +227,17 @@ int PrepareProcess(const TrainSpec& spec) {
   KeepActivationBuffersInHeap();
   torch::manual_seed(static_cast<uint64_t>(spec.seed));
   return threads;
+}
+
+TrainerCounters FreshCounters(const TrainSpec& spec, int threads) {
+  TrainerCounters c;
+  c.seed = spec.seed;
+  c.batch_size = spec.batch_size;
+  c.model = ModelName(spec);
+  c.optimizer = spec.optimizer.type;
+  c.threads = threads;
+  c.blas = BlasLibrary();
+  return c;
 }
 
 ckpt::RetentionPolicy RetentionFor(const CheckpointSpec& c) {

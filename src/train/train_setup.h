@@ -18,6 +18,7 @@
 #include "train/host_array.h"
 #include "train/model.h"
 #include "train/train_spec.h"
+#include "train/train_state.h"
 
 namespace spot::train {
 
@@ -65,6 +66,11 @@ int PrepareProcess(const TrainSpec& spec);
 // The malloc settings training runs under (PrepareProcess applies them): large
 // per-step buffers stay in the heap for reuse instead of being mapped afresh.
 void KeepActivationBuffersInHeap();
+
+// The counters of a fresh run of `spec` on `threads` intra-op threads (what
+// a checkpoint records about its job and machine: seed, batch, model,
+// optimizer, threads, BLAS).
+TrainerCounters FreshCounters(const TrainSpec& spec, int threads);
 
 ckpt::RetentionPolicy RetentionFor(const CheckpointSpec& c);
 ckpt::CodecPlan CodecPlanFor(const CheckpointSpec& c);

@@ -110,12 +110,7 @@ Status Trainer::Impl::Setup() {
   SPOT_ASSIGN_OR_RETURN(model, BuildModel(spec, train.SampleShape()));
   SPOT_ASSIGN_OR_RETURN(optimizer, MakeOptimizer(spec, *model));
 
-  counters.seed = spec.seed;
-  counters.batch_size = spec.batch_size;
-  counters.model = ModelName(spec);
-  counters.optimizer = spec.optimizer.type;
-  counters.threads = threads;
-  counters.blas = BlasLibrary();
+  counters = FreshCounters(spec, threads);
   runner.emplace(spec, train, Refs());
 
   SPOT_RETURN_IF_ERROR(CreateDirectories(spec.output_dir));

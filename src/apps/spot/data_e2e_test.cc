@@ -143,16 +143,7 @@ TEST_F(DataTest, ThreeWorkersOnAnImageFolderUseEverySampleOnceThroughAKillAndAJo
                               "distributed: {max_workers: 3, join_window_s: 60, liveness_ttl_s: 2, "
                               "collective_timeout_s: 5}\n"));
   ChildProcess store({SPOT_BIN, "rendezvous", "--port", "0"}, (dir_ / "store").string());
-  std::string url;
-  for (int i = 0; i < 2000 && url.empty(); ++i) {
-    auto text = ReadFile((dir_ / "store.out").string());
-    if (text.ok() && text->find("tcp://") != std::string::npos &&
-        text->find('\n', text->find("tcp://")) != std::string::npos) {
-      const size_t at = text->find("tcp://");
-      url = text->substr(at, text->find('\n', at) - at);
-    }
-    ::usleep(5000);
-  }
+  const std::string url = testing::StartRendezvous(store, dir_ / "store.out");
   ASSERT_FALSE(url.empty()) << "spot rendezvous did not start";
   const fs::path steps = dir_ / "steps.csv";
   auto worker = [&](const std::string& id) {

@@ -5,17 +5,20 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
+#include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "apps/spot/e2e_support.h"
+#include "apps/spot/test_process.h"
+#include "core/file_io.h"
 
 namespace spot::testing {
 
@@ -26,7 +29,8 @@ inline std::string ElasticJobYaml(const std::filesystem::path& out, int64_t epoc
   std::string distributed = distributed_extra;
   for (const char* d : {"join_window_s: 0.3", "liveness_ttl_s: 2", "collective_timeout_s: 5"}) {
     std::string key(d, std::strchr(d, ':'));
-    if (distributed_extra.find(key + ":") == std::string::npos) distributed += fmt::format("  {}\n", d);
+    if (distributed_extra.find(key + ":") == std::string::npos)
+      distributed += fmt::format("  {}\n", d);
   }
   return fmt::format(
       "name: elastic\nmodel: mlp\ndataset:\n  path: {}\n  train_limit: {}\n  test_limit: 1000\n"
@@ -36,6 +40,23 @@ inline std::string ElasticJobYaml(const std::filesystem::path& out, int64_t epoc
       "output_dir: {}\n"
       "distributed:\n{}",
       kDataset, train_limit, epochs, out.string(), distributed);
+}
+
+// Waits for `spot rendezvous --port 0` (running as `p`, its output in
+// `out_file`) to print its address, and returns it ("" if it never does).
+inline std::string StartRendezvous(ChildProcess& p, const std::filesystem::path& out_file) {
+  for (int i = 0; i < 2000; ++i) {
+    auto text = ReadFile(out_file.string());
+    if (text.ok()) {
+      auto at = text->find("tcp://");
+      if (at != std::string::npos && text->find('\n', at) != std::string::npos) {
+        return text->substr(at, text->find('\n', at) - at);
+      }
+    }
+    if (!p.Running()) break;
+    ::usleep(5000);
+  }
+  return "";
 }
 
 struct SampleRecord {

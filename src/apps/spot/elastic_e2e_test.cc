@@ -107,22 +107,6 @@ TEST_F(ElasticTest, KilledWorkersNeverSkipOrRepeatASampleAndSurvivorsFinish) {
   EXPECT_GT(s["test_accuracy"].get<double>(), 0.6);
 }
 
-// Starts `spot rendezvous --port 0` and returns its address.
-std::string StartRendezvous(ChildProcess& p, const fs::path& out_file) {
-  for (int i = 0; i < 2000; ++i) {
-    auto text = ReadFile(out_file.string());
-    if (text.ok()) {
-      auto at = text->find("tcp://");
-      if (at != std::string::npos && text->find('\n', at) != std::string::npos) {
-        return text->substr(at, text->find('\n', at) - at);
-      }
-    }
-    if (!p.Running()) break;
-    ::usleep(5000);
-  }
-  return "";
-}
-
 TEST_F(ElasticTest, AJoinerGetsBitwiseTheSurvivorsStateWithoutARestart) {
   fs::path out = dir_ / "run";
   fs::path job = WriteJob("job", ElasticJobYaml(out, 4, 3200, "  max_workers: 3\n"));
