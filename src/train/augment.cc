@@ -8,14 +8,15 @@
 
 namespace spot::train {
 
-at::Tensor Augment(const AugmentSpec& spec, const at::Tensor& x, const at::Tensor& samples,
+at::Tensor Augment(const AugmentSpec& spec, const at::Tensor& x, const at::Tensor& positions,
                    uint64_t seed, int64_t epoch) {
   const int64_t b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
   const int64_t pad = spec.crop_padding;
   const at::Tensor padded = pad > 0 ? at::constant_pad_nd(x, {pad, pad, pad, pad}, 0) : x;
   std::vector<at::Tensor> out;
   std::vector<float> bright(b, 1), contrast(b, 1), saturation(b, 1);
-  const auto* ids = samples.data_ptr<int64_t>();
+  const at::Tensor at_positions = positions.contiguous();
+  const auto* ids = at_positions.data_ptr<int64_t>();
   for (int64_t i = 0; i < b; ++i) {
     SplitMix64 d(seed * 0x2545F4914F6CDD1Dull ^ (static_cast<uint64_t>(epoch) << 40) ^
                  static_cast<uint64_t>(ids[i]));

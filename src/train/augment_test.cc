@@ -10,7 +10,7 @@ at::Tensor Images(int64_t n) {
   return at::arange(n * 3 * 8 * 8, at::kFloat).reshape({n, 3, 8, 8}).mul(0.001).sin().abs();
 }
 
-TEST(AugmentTest, EachSampleDependsOnSeedEpochAndItselfOnly) {
+TEST(AugmentTest, EachSampleDependsOnSeedEpochAndItsPositionOnly) {
   const AugmentSpec spec{
       .crop_padding = 2, .flip = true, .brightness = 0.3, .contrast = 0.3, .saturation = 0.3};
   const at::Tensor x = Images(6);
@@ -21,7 +21,7 @@ TEST(AugmentTest, EachSampleDependsOnSeedEpochAndItselfOnly) {
   EXPECT_FALSE(a.equal(Augment(spec, x, ids, 7, 1))) << "another epoch, other draws";
   EXPECT_FALSE(a.equal(Augment(spec, x, ids, 8, 0))) << "another seed, other draws";
   EXPECT_FALSE(a.equal(x));
-  // Sample 13 alone, as another worker's part of the batch would take it.
+  // Position 13 alone, as another worker's part of the batch would take it.
   const at::Tensor one = Augment(spec, x.slice(0, 3, 4), ids.slice(0, 3, 4), 7, 0);
   EXPECT_TRUE(one[0].equal(a[3])) << "independent of the batch it is in";
 }

@@ -129,7 +129,8 @@ Result<StepOutcome> StepRunner::Run(Slice batch, Slice mine, GradientSync& sync,
     at::Tensor idx = order_.slice(0, part.begin, part.end);
     auto [x, y] = data_.Take(idx);
     if (spec_.augment.enabled() && x.dim() == 4) {
-      x = Augment(spec_.augment, x, idx, static_cast<uint64_t>(spec_.seed), c.epoch);
+      x = Augment(spec_.augment, x, at::arange(part.begin, part.end, at::kLong),
+                  static_cast<uint64_t>(spec_.seed), c.epoch);
     }
     at::Tensor out;
     {

@@ -100,8 +100,8 @@ struct InitSpec {
 };
 
 // dataset.augment: random transformations of training images ([b, C, H, W]),
-// drawn per sample from (seed, epoch, sample): an epoch's augmented batch is
-// the same in every run and after every resume.
+// drawn per sample from (seed, epoch, its position in the epoch's order): an
+// epoch's augmented batch is the same in every run and after every resume.
 struct AugmentSpec {
   int64_t crop_padding = 0;  // random crop of the image padded by this many zero pixels, [0, 64]
   bool flip = false;         // random horizontal flip
