@@ -29,6 +29,7 @@
 #include "elastic_workload.h"
 #include "fleet_workload.h"
 #include "gpt_workload.h"
+#include "images_workload.h"
 #include "monitor_workload.h"
 #include "report.h"
 #include "run_workload.h"
@@ -50,13 +51,15 @@ struct Flags {
   MonitorBenchOptions monitor;
   FleetBenchOptions fleet;
   GptBenchOptions gpt;
+  ImagesBenchOptions images;
 };
 
 void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--workloads", f->workloads,
-                 "Comma-separated: train, ckpt, sim, elastic, run, monitor, fleet, gpt")
+                 "Comma-separated: train, ckpt, sim, elastic, run, monitor, fleet, gpt, images")
       ->delimiter(',')
-      ->check(CLI::IsMember({"train", "ckpt", "sim", "elastic", "run", "monitor", "fleet", "gpt"}))
+      ->check(CLI::IsMember(
+          {"train", "ckpt", "sim", "elastic", "run", "monitor", "fleet", "gpt", "images"}))
       ->capture_default_str();
   app.add_option("--threads", f->train.threads, "Intra-op threads on both sides")
       ->check(CLI::Range(1, 256))
@@ -183,6 +186,9 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "fleet: SpotSim starts per policy and N")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--images-side", f->images.side, "images: width and height of each image")
+      ->check(CLI::Range(8, 4096))
+      ->capture_default_str();
   app.add_option("--gpt-steps", f->gpt.steps, "gpt: optimizer steps on each side")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -223,6 +229,7 @@ int Run(Flags& f) {
   f.monitor.work_dir = f.work_dir;
   f.fleet.work_dir = f.work_dir;
   f.gpt.work_dir = f.work_dir;
+  f.images.work_dir = f.work_dir;
   f.gpt.spot_bin = f.elastic.spot_bin;
   f.gpt.python = f.train.python;
   f.gpt.threads = f.train.threads;
@@ -244,6 +251,7 @@ int Run(Flags& f) {
                                  : w == "monitor" ? RunMonitorWorkload(f.monitor)
                                  : w == "fleet"   ? RunFleetWorkload(f.fleet)
                                  : w == "gpt"     ? RunGptWorkload(f.gpt)
+                                 : w == "images"  ? RunImagesWorkload(f.images)
                                                   : RunSimWorkload(f.sim);
     if (!report.ok()) {
       fmt::print(stderr, "error: workload {}: {}\n", w, report.status().ToString());

@@ -8,7 +8,7 @@
 
 namespace spot::train {
 
-// dataset: images. Every image decoded (on the intra-op threads), resized to
+// dataset: images. Every image decoded (one thread per intra-op thread), resized to
 // image_size x image_size (bilinear, as torchvision's Resize), kept as uint8
 // [n, channels, size, size]; TensorSet::Take scales it to [0, 1]. Errors
 // name the file.
