@@ -132,12 +132,7 @@ class Worker {
 };
 
 Status Worker::Init() {
-  counters_.threads = train::PrepareProcess(spec_);
-  counters_.seed = spec_.seed;
-  counters_.batch_size = spec_.batch_size;
-  counters_.model = train::ModelName(spec_);
-  counters_.optimizer = spec_.optimizer.type;
-  counters_.blas = train::BlasLibrary();
+  counters_ = train::FreshCounters(spec_, train::PrepareProcess(spec_));
   SPOT_ASSIGN_OR_RETURN(train_, train::LoadSplit(spec_, train::Split::kTrain, spec_.train_limit));
   SPOT_ASSIGN_OR_RETURN(test_, train::LoadSplit(spec_, train::Split::kTest, spec_.test_limit));
   SPOT_ASSIGN_OR_RETURN(model_, train::BuildModel(spec_, train_.SampleShape()));

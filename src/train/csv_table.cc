@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <utility>
 
 #include "core/file_io.h"
 
@@ -27,13 +29,24 @@ struct Rows {
   }
 };
 
-Result<std::vector<std::vector<std::string>>> ParseCsv(const std::string& path) {
+// The records of `path`, or only its first `max_rows` (parsed in chunks, so
+// reading a header does not parse the table).
+Result<std::vector<std::vector<std::string>>> ParseCsv(const std::string& path,
+                                                       size_t max_rows = SIZE_MAX) {
   SPOT_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   csv_parser p;
   if (csv_init(&p, CSV_STRICT | CSV_STRICT_FINI) != 0) return InternalError("csv_init failed");
   Rows rows;
-  const size_t done = csv_parse(&p, text.data(), text.size(), Rows::Field, Rows::End, &rows);
-  const bool ok = done == text.size() && csv_fini(&p, Rows::Field, Rows::End, &rows) == 0;
+  constexpr size_t kChunk = 64 << 10;
+  size_t done = 0;
+  while (done < text.size() && rows.rows.size() < max_rows) {
+    const size_t n = std::min(kChunk, text.size() - done);
+    const size_t parsed = csv_parse(&p, text.data() + done, n, Rows::Field, Rows::End, &rows);
+    done += parsed;
+    if (parsed != n) break;
+  }
+  const bool ok = rows.rows.size() >= max_rows ||
+                  (done == text.size() && csv_fini(&p, Rows::Field, Rows::End, &rows) == 0);
   const std::string why = ok ? "" : csv_strerror(csv_error(&p));
   csv_free(&p);
   if (!ok) {
@@ -41,7 +54,24 @@ Result<std::vector<std::vector<std::string>>> ParseCsv(const std::string& path) 
         1 + std::count(text.begin(), text.begin() + std::min(done, text.size()), '\n');
     return InvalidArgumentError(fmt::format("{}:{}: not valid CSV: {}", path, line, why));
   }
+  if (rows.rows.size() > max_rows) rows.rows.resize(max_rows);
   return rows.rows;
+}
+
+// The header's feature columns and the label's index in it.
+Result<std::pair<std::vector<std::string>, size_t>> Columns(const std::string& path,
+                                                            const std::vector<std::string>& header,
+                                                            const std::string& label) {
+  auto label_at = std::find(header.begin(), header.end(), label);
+  if (label_at == header.end()) {
+    return InvalidArgumentError(fmt::format("{}:1: no column {} (dataset.label) among {}", path,
+                                            label, fmt::join(header, ", ")));
+  }
+  std::vector<std::string> features;
+  for (const std::string& name : header) {
+    if (&name != &*label_at) features.push_back(name);
+  }
+  return std::pair{std::move(features), static_cast<size_t>(label_at - header.begin())};
 }
 
 template <typename T>
@@ -56,21 +86,23 @@ bool ParseWhole(const std::string& s, T* out) {
 
 }  // namespace
 
+Result<std::vector<std::string>> ReadCsvFeatures(const std::string& path,
+                                                 const std::string& label) {
+  SPOT_ASSIGN_OR_RETURN(auto rows, ParseCsv(path, 1));
+  if (rows.empty()) return InvalidArgumentError(path + ": empty (a header row, then data)");
+  SPOT_ASSIGN_OR_RETURN(auto columns, Columns(path, rows[0], label));
+  return std::move(columns.first);
+}
+
 Result<CsvTable> ReadCsvTable(const std::string& path, const std::string& label,
                               const std::vector<std::string>* expect_features) {
   SPOT_ASSIGN_OR_RETURN(auto rows, ParseCsv(path));
   if (rows.empty()) return InvalidArgumentError(path + ": empty (a header row, then data)");
   const std::vector<std::string>& header = rows[0];
-  auto label_at = std::find(header.begin(), header.end(), label);
-  if (label_at == header.end()) {
-    return InvalidArgumentError(fmt::format("{}:1: no column {} (dataset.label) among {}", path,
-                                            label, fmt::join(header, ", ")));
-  }
-  const size_t label_col = label_at - header.begin();
+  SPOT_ASSIGN_OR_RETURN(auto columns, Columns(path, header, label));
+  const size_t label_col = columns.second;
   CsvTable t;
-  for (size_t c = 0; c < header.size(); ++c) {
-    if (c != label_col) t.features.push_back(header[c]);
-  }
+  t.features = std::move(columns.first);
   if (expect_features && *expect_features != t.features) {
     return InvalidArgumentError(fmt::format("{}:1: feature columns {} differ from train.csv's {}",
                                             path, fmt::join(t.features, ", "),

@@ -24,6 +24,10 @@ struct CsvTable {
 // file, its line and column: malformed CSV, a row of another width, a field
 // that is no number (or no integer >= 0 for the label), no label column, no
 // rows.
+// The feature columns of `path`'s header (the label's left out), without
+// parsing its rows. InvalidArgument as ReadCsvTable for the header.
+Result<std::vector<std::string>> ReadCsvFeatures(const std::string& path, const std::string& label);
+
 Result<CsvTable> ReadCsvTable(const std::string& path, const std::string& label,
                               const std::vector<std::string>* expect_features = nullptr);
 

@@ -64,13 +64,14 @@ Result<TensorSet> LoadImageFolderSplit(const TrainSpec& spec, Split split) {
 
 Result<TensorSet> LoadCsvSplit(const TrainSpec& spec, Split split) {
   const std::string dir = spec.dataset_path + "/";
-  SPOT_ASSIGN_OR_RETURN(CsvTable train, ReadCsvTable(dir + "train.csv", spec.label_column));
   CsvTable table;
   if (split == Split::kTrain) {
-    table = std::move(train);
+    SPOT_ASSIGN_OR_RETURN(table, ReadCsvTable(dir + "train.csv", spec.label_column));
   } else {
-    SPOT_ASSIGN_OR_RETURN(table,
-                          ReadCsvTable(dir + "test.csv", spec.label_column, &train.features));
+    // Only the train table's header: its columns are the test table's.
+    SPOT_ASSIGN_OR_RETURN(std::vector<std::string> features,
+                          ReadCsvFeatures(dir + "train.csv", spec.label_column));
+    SPOT_ASSIGN_OR_RETURN(table, ReadCsvTable(dir + "test.csv", spec.label_column, &features));
   }
   TensorSet t;
   const auto features = static_cast<int64_t>(table.features.size());

@@ -5,6 +5,7 @@
 #include <torch/utils.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 
 #include "train/checkpointer.h"
@@ -47,6 +48,13 @@ Result<Generated> GenerateText(const TrainSpec& job, const GenerateOptions& o) {
   SPOT_ASSIGN_OR_RETURN(auto optimizer, MakeOptimizer(spec, *model));
   TrainerCounters counters = FreshCounters(spec, threads);
   const TrainRefs refs{model.get(), optimizer.get(), spec.optimizer.type, &counters};
+  std::error_code ec;
+  if (!std::filesystem::exists(spec.checkpoint.dir, ec) &&
+      (spec.checkpoint.durable_dir.empty() ||
+       !std::filesystem::exists(spec.checkpoint.durable_dir, ec))) {
+    return NotFoundError(fmt::format("{}: no checkpoint in {} yet: train the job first", job.source,
+                                     spec.checkpoint.dir));
+  }
   SPOT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpointer> ckpt, Checkpointer::Open(spec));
   SPOT_ASSIGN_OR_RETURN(ResumeInfo found, ckpt->Resume(refs));
   if (found.version < 0) {

@@ -146,6 +146,13 @@ TEST(CsvTableTest, ReadsQuotedFieldsAndNamesBadRecords) {
     ASSERT_FALSE(bad.ok()) << text;
     EXPECT_NE(bad.status().message().find(want), std::string::npos) << bad.status().message();
   }
+  // The header alone: rows are not parsed (a bad one goes unnoticed here).
+  std::ofstream(f, std::ios::trunc) << "a,label,c\n1,0,2\nx,y\n";
+  auto features = ReadCsvFeatures(f, "label");
+  ASSERT_TRUE(features.ok()) << features.status().ToString();
+  EXPECT_EQ(*features, (std::vector<std::string>{"a", "c"}));
+  EXPECT_FALSE(ReadCsvFeatures(f, "species").ok());
+
   std::ofstream(f, std::ios::trunc) << "b,label\n1,0\n";
   const std::vector<std::string> train_features = {"a"};
   auto other = ReadCsvTable(f, "label", &train_features);

@@ -86,8 +86,10 @@ Result<TensorMap> ReadStateDict(const std::string& path, std::vector<char> bytes
 
 // The tensors of a safetensors file, or of a torch.save state dict.
 Result<TensorMap> ReadWeights(const std::string& path) {
-  SPOT_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
-  if (bytes.rfind("PK\x03\x04", 0) == 0) {
+  char magic[4] = {};
+  const bool zip = ReadFileRange(path, 0, magic).ok() && std::string_view(magic, 4) == "PK\x03\x04";
+  if (zip) {
+    SPOT_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
     return ReadStateDict(path, std::vector<char>(bytes.begin(), bytes.end()));
   }
   SPOT_ASSIGN_OR_RETURN(auto arrays, ReadSafetensors(path, {}));

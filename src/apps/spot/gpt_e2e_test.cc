@@ -141,6 +141,7 @@ TEST_F(GptTest, TwoWorkersTrainItAndGenerateSamplesFromTheCheckpoint) {
   ProcessResult none = Generate(job, "And God", "none");
   EXPECT_EQ(none.exit_code, 1);
   EXPECT_NE(none.err.find("no checkpoint"), std::string::npos) << none.err;
+  EXPECT_FALSE(fs::exists(dir_ / "two")) << "generate writes nothing for a job never trained";
 
   ProcessResult r = Spot({"train", job.string(), "--nproc", "2", "--plain"}, "two");
   ASSERT_EQ(r.exit_code, 0) << r.err;
