@@ -2,14 +2,17 @@
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <png.h>
 #include <turbojpeg.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
+#include "bench_process.h"
 #include "core/file_io.h"
 #include "cpu_load.h"
 #include "report.h"
@@ -57,6 +60,153 @@ Status WriteImages(const ImagesBenchOptions& o, const fs::path& root) {
   return Status::Ok();
 }
 
+// Writes `job` as <dir>/job.yaml and runs `spot train` on it on a quiet
+// machine: its wall seconds, or -1 when it fails.
+double RunJob(const ImagesBenchOptions& o, const fs::path& dir, const std::string& job) {
+  fs::create_directories(dir);
+  const std::string file = (dir / "job.yaml").string();
+  if (!WriteFileAtomically(file, job).ok()) return -1;
+  WaitForQuiet(0.25, 60);
+  const auto t0 = std::chrono::steady_clock::now();
+  Proc p({o.spot_bin, "train", file}, (dir / "log.txt").string());
+  if (!p.started() || p.Wait(600) != 0) return -1;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Seconds `spot train` takes for one step of a small CNN on the folder
+// (process start, loading both splits, the model, the step, the exit), the
+// job's cache as given; -1 when it fails.
+double TimeToFirstStep(const ImagesBenchOptions& o, const fs::path& root, const std::string& cache,
+                       const fs::path& local, const fs::path& durable, int index) {
+  const fs::path dir = fs::path(o.work_dir) / "images-jobs" / std::to_string(index);
+  return RunJob(
+      o, dir,
+      fmt::format(
+          "name: cache{}\nmodel: cnn\n"
+          "dataset: {{name: images, path: {}, image_size: 28, channels: 1, cache: {}}}\n"
+          "batch_size: 64\nsteps: 1\nseed: 1\nthreads: 2\nresume: never\n"
+          "optimizer: {{type: adam, lr: 0.001}}\n"
+          "checkpoint: {{dir: {}, durable_dir: {}, interval: steps, interval_steps: 1000}}\n"
+          "output_dir: {}\n",
+          index, root.string(), cache, local.string(), durable.string(), dir.string()));
+}
+
+// Training samples/s of `spot train` on the folder (CNN, augmentation, 150
+// steps) with dataset.prefetch and intra-op threads as given; -1 when it fails.
+double PrefetchRate(const ImagesBenchOptions& o, const fs::path& root, bool prefetch, int threads,
+                    int index) {
+  const fs::path dir = fs::path(o.work_dir) / "images-prefetch" / std::to_string(index);
+  const double s = RunJob(
+      o, dir,
+      fmt::format("name: prefetch{}\nmodel: cnn\n"
+                  "dataset: {{name: images, path: {}, image_size: 28, channels: 1, prefetch: {},\n"
+                  "  augment: {{crop_padding: 2, flip: true, brightness: 0.2, contrast: 0.2}}}}\n"
+                  "batch_size: 64\nsteps: 150\nseed: 1\nthreads: {}\nresume: never\n"
+                  "optimizer: {{type: adam, lr: 0.001}}\n"
+                  "checkpoint: {{interval: steps, interval_steps: 1000}}\noutput_dir: {}\n",
+                  index, root.string(), prefetch, threads, dir.string()));
+  if (s < 0) return -1;
+  Result<std::string> summary = ReadFile((dir / "summary.json").string());
+  if (!summary.ok()) return -1;
+  auto j = nlohmann::json::parse(*summary, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() ? j.value("train_samples_per_s", -1.0) : -1;
+}
+
+// dataset.prefetch on and off, alternating, on 1 and on 2 intra-op threads;
+// median of `repeats` each.
+std::string PrefetchTable(const ImagesBenchOptions& o, const fs::path& root) {
+  if (o.spot_bin.empty()) return "";
+  Table table({"threads", "prefetch off samples/s", "prefetch on samples/s", "on vs off"});
+  std::string raw;
+  int index = 0;
+  for (int threads : {1, 2}) {
+    std::vector<double> on, off;
+    for (int r = 0; r < o.repeats; ++r) {
+      Progress(fmt::format("images: prefetch on and off, {} thread(s), round {} of {}", threads,
+                           r + 1, o.repeats));
+      off.push_back(PrefetchRate(o, root, false, threads, index++));
+      on.push_back(PrefetchRate(o, root, true, threads, index++));
+    }
+    table.AddRow({fmt::format("{}", threads), fmt::format("{:.0f}", Median(off)),
+                  fmt::format("{:.0f}", Median(on)),
+                  fmt::format("{:.2f}x", Median(on) / Median(off))});
+    raw += fmt::format("- {} thread(s): off {}; on {}\n", threads, FormatList(off), FormatList(on));
+  }
+  return fmt::format(
+      "### Batch prefetch (dataset.prefetch)\n\n`spot train` of the CNN on the same folder "
+      "(image_size 28, grey, augmentation: crop, flip, brightness, contrast; batch 64, 150 "
+      "steps) on 1 and 2 intra-op threads, training samples/s from its summary; the prefetch "
+      "thread is one more. Runs alternate, median of {} each.\n\n{}\nAll runs (samples/s):\n{}",
+      o.repeats, table.ToMarkdown(), raw);
+}
+
+// The cache table: each case's load of the train split (in this process) and
+// time to the first step (a `spot train` process), median of `repeats`.
+Result<std::string> CacheTable(const ImagesBenchOptions& o, const fs::path& root) {
+  train::TrainSpec spec;
+  spec.dataset = "images";
+  spec.dataset_path = root.string();
+  spec.image_size = 28;
+  spec.channels = 1;
+  at::set_num_threads(2);
+  struct Case {
+    const char* name;
+    bool cache, clear_local, clear_durable;
+  };
+  const Case cases[] = {{"no cache (decode every file)", false, false, false},
+                        {"cold cache (decode, then store)", true, true, true},
+                        {"replacement worker (warm durable, empty local)", true, true, false},
+                        {"restart (warm local)", true, false, false}};
+  const fs::path local = fs::path(o.work_dir) / "cache-local";
+  const fs::path durable = fs::path(o.work_dir) / "cache-durable";
+  Table table({"case", "load s", "vs no cache", "first step s", "vs no cache"});
+  double base_load = 0, base_step = 0;
+  std::string raw;
+  int index = 0;
+  for (const Case& c : cases) {
+    Progress(fmt::format("images: {}", c.name));
+    std::vector<double> loads, steps;
+    for (int r = 0; r < o.repeats; ++r) {
+      for (int pass = 0; pass < 2; ++pass) {  // 0: load in this process, 1: spot train
+        std::error_code ec;
+        if (c.clear_local) fs::remove_all(local, ec);
+        if (c.clear_durable) fs::remove_all(durable, ec);
+        if (pass == 1) {
+          if (o.spot_bin.empty()) continue;
+          steps.push_back(TimeToFirstStep(o, root, c.cache ? "true" : "false", local / "ckpt",
+                                          durable, index++));
+          continue;
+        }
+        spec.cache.enabled = c.cache;
+        spec.checkpoint.dir = (local / "ckpt").string();
+        spec.checkpoint.durable_dir = durable.string();
+        WaitForQuiet(0.25, 60);
+        const auto t0 = std::chrono::steady_clock::now();
+        SPOT_ASSIGN_OR_RETURN(train::TensorSet set,
+                              train::LoadImageFolderSplit(spec, train::Split::kTrain));
+        loads.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+    }
+    const double load = Median(loads);
+    const double step = steps.empty() ? 0 : Median(steps);
+    if (!c.cache) base_load = load, base_step = step;
+    table.AddRow({c.name, fmt::format("{:.3f}", load), fmt::format("{:.2f}x", load / base_load),
+                  steps.empty() ? "-" : fmt::format("{:.2f}", step),
+                  steps.empty() ? "-" : fmt::format("{:.2f}x", step / base_step)});
+    raw += fmt::format("- {}: load [{:.3f}]; first step [{:.2f}]\n", c.name, fmt::join(loads, ", "),
+                       fmt::join(steps, ", "));
+  }
+  return fmt::format(
+      "### The data cache (dataset.cache): a replacement worker's load and first step\n\n"
+      "The same folder at image_size 28, grey, 2 threads. Load: train::LoadImageFolderSplit of "
+      "the train split in this process. First step: `spot train` of a CNN for one step "
+      "(process start, both splits, model, step, exit). Cold: local and durable tiers emptied "
+      "first; replacement: local emptied, durable warm; restart: both warm. Median of {} "
+      "each.\n\n{}\nAll runs (seconds):\n{}",
+      o.repeats, table.ToMarkdown(), raw);
+}
+
 }  // namespace
 
 Result<std::string> RunImagesWorkload(const ImagesBenchOptions& o) {
@@ -68,6 +218,7 @@ Result<std::string> RunImagesWorkload(const ImagesBenchOptions& o) {
   spec.dataset_path = root.string();
   spec.image_size = 32;
   spec.channels = 3;
+  spec.cache.enabled = false;  // decoding itself
   Table table({"threads", "images/s", "load s", "vs 1 thread"});
   double one = 0;
   std::string raw;
@@ -89,13 +240,15 @@ Result<std::string> RunImagesWorkload(const ImagesBenchOptions& o) {
                   fmt::format("{:.2f}x", rate / one)});
     raw += fmt::format("- {} thread(s): {}\n", threads, FormatList(rates));
   }
+  SPOT_ASSIGN_OR_RETURN(std::string cache, CacheTable(o, root));
+  cache += "\n" + PrefetchTable(o, root);
   return fmt::format(
       "## images: decoding an image folder (dataset: images)\n\n"
       "{} images of {}x{} RGB (half PNG, half JPEG quality 90) loaded with "
       "train::LoadImageFolderSplit: read, decoded (libpng, libjpeg-turbo), resized to 32x32 "
       "(bilinear), on 1 and 2 intra-op threads; median of {} loads each.\n\n{}\nAll loads "
-      "(images/s):\n{}",
-      o.images, o.side, o.side, o.repeats, table.ToMarkdown(), raw);
+      "(images/s):\n{}\n{}",
+      o.images, o.side, o.side, o.repeats, table.ToMarkdown(), raw, cache);
 }
 
 }  // namespace spot::bench

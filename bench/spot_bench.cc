@@ -230,6 +230,7 @@ int Run(Flags& f) {
   f.fleet.work_dir = f.work_dir;
   f.gpt.work_dir = f.work_dir;
   f.images.work_dir = f.work_dir;
+  f.images.spot_bin = f.elastic.spot_bin;
   f.gpt.spot_bin = f.elastic.spot_bin;
   f.gpt.python = f.train.python;
   f.gpt.threads = f.train.threads;

@@ -58,6 +58,11 @@ Result<std::unique_ptr<DirectoryBlobStore>> DirectoryBlobStore::Open(const std::
   return std::unique_ptr<DirectoryBlobStore>(new DirectoryBlobStore(dir));
 }
 
+Result<std::unique_ptr<DirectoryBlobStore>> DirectoryBlobStore::OpenShared(const std::string& dir) {
+  if (dir.empty()) return InvalidArgumentError("blob store directory is empty");
+  return std::unique_ptr<DirectoryBlobStore>(new DirectoryBlobStore(dir));
+}
+
 std::string DirectoryBlobStore::Path(std::string_view name) const {
   return (fs::path(dir_) / name).string();
 }

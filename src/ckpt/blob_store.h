@@ -58,6 +58,11 @@ class BlobStore {
 class DirectoryBlobStore : public BlobStore {
  public:
   static Result<std::unique_ptr<DirectoryBlobStore>> Open(const std::string& dir);
+  // Opens a directory that other processes write at the same time (a data
+  // cache several workers fill): their temporary files are left alone, and
+  // the directory is not created (a missing one holds no blobs; the caller
+  // creates it before the first write).
+  static Result<std::unique_ptr<DirectoryBlobStore>> OpenShared(const std::string& dir);
 
   std::string Describe(std::string_view name) const override;
   Result<std::unique_ptr<BlobWriter>> Create(const std::string& name) override;

@@ -67,11 +67,11 @@ std::string ShapeString(c10::IntArrayRef s) { return fmt::format("[{}]", fmt::jo
 
 }  // namespace
 
-Status PutTensor(Container* c, std::string name, const at::Tensor& t) {
+Status PutTensor(Container* c, std::string name, const at::Tensor& device_tensor) {
   try {
-    if (!t.defined()) return InvalidArgumentError("tensor '" + name + "' is undefined");
-    if (!t.device().is_cpu())
-      return InvalidArgumentError("tensor '" + name + "' is not on the CPU");
+    if (!device_tensor.defined()) return InvalidArgumentError("tensor '" + name + "' is undefined");
+    // A GPU's tensor is copied to the host first (and synchronously).
+    const at::Tensor t = device_tensor.device().is_cpu() ? device_tensor : device_tensor.cpu();
     SPOT_ASSIGN_OR_RETURN(DType dtype, FromScalarType(t.scalar_type()));
     // Reading the bytes needs no detach(): that would be a dispatcher call per
     // record on the path training waits for.
@@ -136,7 +136,12 @@ Status GetTensorInto(const Container& c, std::string_view name, const at::Tensor
   try {
     if (r->data.empty()) return Status::Ok();
     at::NoGradGuard no_grad;
-    if (dst.is_contiguous()) {
+    if (!dst.device().is_cpu()) {
+      // A GPU's tensor: through a host tensor over the record's bytes.
+      at::Tensor src = at::from_blob(const_cast<char*>(r->data.data()), dst.sizes(),
+                                     at::TensorOptions().dtype(dst.scalar_type()));
+      dst.copy_(src);
+    } else if (dst.is_contiguous()) {
       std::memcpy(dst.data_ptr(), r->data.data(), r->data.size());
     } else {
       // from_blob needs a mutable pointer; the source is only read.

@@ -16,7 +16,8 @@
 
 namespace spot::ckpt {
 
-// Copies `t` (CPU, any strides) into a new record `name`.
+// Copies `t` (any device, any strides; a GPU's through .cpu()) into a new
+// record `name`.
 Status PutTensor(Container* c, std::string name, const at::Tensor& t);
 
 // Adds tensors as PutTensor does, but copies the bytes of contiguous ones in
@@ -40,7 +41,7 @@ class TensorCapture {
   std::vector<Copy> copies_;
 };
 
-// Copies record `name` into `dst` in place. FailedPrecondition when the record is
+// Copies record `name` into `dst` (any device) in place. FailedPrecondition when the record is
 // missing or its dtype or shape differ from dst's.
 Status GetTensorInto(const Container& c, std::string_view name, const at::Tensor& dst);
 

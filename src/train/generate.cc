@@ -43,6 +43,7 @@ Result<Generated> GenerateText(const TrainSpec& job, const GenerateOptions& o) {
   TrainSpec spec = job;
   spec.resume = "auto";
   spec.threads = 0;
+  spec.device = "cpu";  // sampling runs on the host, whatever device trained the job
   const int threads = PrepareProcess(spec);
   SPOT_ASSIGN_OR_RETURN(std::shared_ptr<Net> model, BuildModel(spec, {spec.context}));
   SPOT_ASSIGN_OR_RETURN(auto optimizer, MakeOptimizer(spec, *model));

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <torch/cuda.h>
 #include <torch/nn/functional/pooling.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/conv.h>
@@ -54,13 +55,19 @@ class Cnn final : public Net {
   }
 
   at::Tensor forward(const at::Tensor& x) override {
-    at::Tensor h = at::max_pool2d(bn1_(conv1_(ChannelsLastInput(x))).relu_(), {2, 2});
-    h = at::max_pool2d(bn2_(conv2_(h)).relu_(), {2, 2});
-    h = dropout_(fc1_(h.flatten(1)).relu_());
-    return fc2_(h);
+    using enum LayerKind;
+    at::Tensor h = lp_.Run("conv1", kCompute, ChannelsLastInput(x), conv1_);
+    h = lp_.Run("bn1", kNormalization, h, bn1_).relu_();
+    h = lp_.Run("conv2", kCompute, at::max_pool2d(h, {2, 2}), conv2_);
+    h = lp_.Run("bn2", kNormalization, h, bn2_).relu_();
+    h = at::max_pool2d(h, {2, 2}).flatten(1);
+    h = dropout_(lp_.Run("fc1", kCompute, h, fc1_).relu_());
+    return lp_.Run("fc2", kCompute, h, fc2_);
   }
+  LayerPrecision* layer_precision() override { return &lp_; }
 
  private:
+  LayerPrecision lp_;
   nn::Conv2d conv1_;
   nn::BatchNorm2d bn1_;
   nn::Conv2d conv2_;
@@ -79,12 +86,15 @@ class Mlp final : public Net {
         fc3_(register_module("fc3", nn::Linear(128, 10))) {}
 
   at::Tensor forward(const at::Tensor& x) override {
-    at::Tensor h = fc1_(x.flatten(1)).relu_();
-    h = dropout_(fc2_(h).relu_());
-    return fc3_(h);
+    using enum LayerKind;
+    at::Tensor h = lp_.Run("fc1", kCompute, x.flatten(1), fc1_);
+    h = dropout_(lp_.Run("fc2", kCompute, h.relu_(), fc2_).relu_());
+    return lp_.Run("fc3", kCompute, h, fc3_);
   }
+  LayerPrecision* layer_precision() override { return &lp_; }
 
  private:
+  LayerPrecision lp_;
   nn::Linear fc1_;
   nn::Linear fc2_;
   nn::Dropout dropout_;
@@ -99,10 +109,22 @@ std::shared_ptr<Net> MakeModel(const std::string& name) {
   return nullptr;
 }
 
-Result<std::shared_ptr<Net>> BuildModel(const TrainSpec& spec,
+Status CheckDevice(const TrainSpec& spec) {
+  if (spec.device != "cuda" || torch::cuda::is_available()) return Status::Ok();
+  return InvalidArgumentError(
+      fmt::format("{}: device: cuda: this LibTorch has no CUDA (torch::cuda::is_available() is "
+                  "false: built without CUDA, or no GPU visible); use device: cpu, or build "
+                  "against a CUDA LibTorch (scripts/gpu-check.sh)",
+                  spec.source));
+}
+
+namespace {
+
+Result<std::shared_ptr<Net>> BuildOnCpu(const TrainSpec& spec,
                                         const std::vector<int64_t>& sample_shape) {
   if (spec.model == "torchscript") {
-    return LoadTorchScriptModel(spec.model_file, sample_shape, spec.loss == "lm");
+    return LoadTorchScriptModel(spec.model_file, sample_shape, spec.loss == "lm",
+                                spec.loss == "mse");
   }
   if (spec.model == "gpt") {
     if (sample_shape.size() != 1 || sample_shape[0] > spec.gpt.context) {
@@ -120,6 +142,18 @@ Result<std::shared_ptr<Net>> BuildModel(const TrainSpec& spec,
   }
   std::shared_ptr<Net> net = MakeModel(spec.model);
   if (!net) return InvalidArgumentError("unknown model " + spec.model);
+  return net;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Net>> BuildModel(const TrainSpec& spec,
+                                        const std::vector<int64_t>& sample_shape) {
+  SPOT_RETURN_IF_ERROR(CheckDevice(spec));
+  SPOT_ASSIGN_OR_RETURN(std::shared_ptr<Net> net, BuildOnCpu(spec, sample_shape));
+  // Built (and initialized from the CPU generator) on the host, then moved:
+  // the same initial weights on every device.
+  if (spec.device != "cpu") net->to(at::Device(spec.device));
   return net;
 }
 

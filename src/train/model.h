@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "train/layer_precision.h"
 #include "train/train_spec.h"
 
 namespace spot::train {
@@ -18,6 +19,9 @@ class Net : public torch::nn::Module {
  public:
   // x: [batch, 1, 28, 28] normalized images. Returns [batch, 10] logits.
   virtual at::Tensor forward(const at::Tensor& x) = 0;
+  // Its layers' precision under precision: auto; nullptr for a model whose
+  // layers cannot be reached one by one (TorchScript).
+  virtual LayerPrecision* layer_precision() { return nullptr; }
 };
 
 // "cnn": two 3x3 conv + batch-norm + max-pool blocks (32, 64 channels), then
@@ -27,10 +31,14 @@ class Net : public torch::nn::Module {
 // Returns nullptr for an unknown name.
 std::shared_ptr<Net> MakeModel(const std::string& name);
 
+// InvalidArgument naming spec.device when it is cuda and this LibTorch has
+// no CUDA or sees no GPU (torch::cuda::is_available() is false).
+Status CheckDevice(const TrainSpec& spec);
+
 // The spec's model for samples of `sample_shape` (the data set's, without the
 // batch dimension): a built-in by name (they take [1, 28, 28] images), or its
-// TorchScript file (torchscript_model.h). InvalidArgument naming the model or
-// the file.
+// TorchScript file (torchscript_model.h), on spec.device. InvalidArgument
+// naming the model, the file, or the device (CheckDevice).
 Result<std::shared_ptr<Net>> BuildModel(const TrainSpec& spec,
                                         const std::vector<int64_t>& sample_shape);
 // What checkpoints record as the model ("cnn", "torchscript:resnet.pt"): a

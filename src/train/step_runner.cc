@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <torch/nn/functional/loss.h>
 
 #include <algorithm>
@@ -10,6 +11,9 @@
 #include <limits>
 
 #include "train/augment.h"
+#include "train/batch_prefetcher.h"
+#include "train/layer_precision.h"
+#include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/sampler.h"
 
@@ -36,7 +40,8 @@ StepRunner::StepRunner(const TrainSpec& spec, const TensorSet& data, TrainRefs s
       data_(data),
       state_(std::move(state)),
       steps_per_epoch_(StepsPerEpoch(spec, data.size())),
-      total_steps_(TotalSteps(spec, data.size())) {}
+      total_steps_(TotalSteps(spec, data.size())),
+      prefetch_(spec.PrefetchOn() ? std::make_unique<BatchPrefetcher>() : nullptr) {}
 
 bool StepRunner::Finished() const {
   const TrainerCounters& c = *state_.counters;
@@ -93,6 +98,27 @@ void StepRunner::ApplyParamGroups(double lr) {
   }
 }
 
+void StepRunner::PreparePrecision() {
+  if (spec_.precision != "auto") return;
+  LayerPrecision* lp = state_.model->layer_precision();
+  if (lp == nullptr) return;  // the spec reader refuses auto for such models
+  TrainerCounters& c = *state_.counters;
+  if (!c.precision_chosen) {
+    // The first batches in file order: the same whatever the epoch, the
+    // world or a resume; measured without touching weights or generators.
+    std::vector<at::Tensor> batches;
+    const int64_t n = data_.size(), b = spec_.batch_size;
+    for (int64_t k = 0; k < spec_.precision_options.probe_batches && k * b < n; ++k) {
+      batches.push_back(data_.Range(k * b, std::min(n, (k + 1) * b)).first.to(spec_.device));
+    }
+    const std::vector<LayerError> errors = MeasureLayerErrors(*state_.model, batches);
+    c.fp32_layers = Float32Layers(errors, spec_.precision_options.budget);
+    c.precision_chosen = true;
+    spdlog::info("{}", DescribeSelection(errors, c.fp32_layers, spec_.precision_options.budget));
+  }
+  if (lp->kept() != c.fp32_layers) lp->KeepFloat32(c.fp32_layers);
+}
+
 std::string StepRunner::Judge(double loss) const {
   const RollbackSpec& rb = spec_.rollback;
   const TrainerCounters& c = *state_.counters;
@@ -103,12 +129,64 @@ std::string StepRunner::Judge(double loss) const {
   return "";
 }
 
+StepRunner::~StepRunner() = default;
+
+void StepRunner::Reset() {
+  order_epoch_ = -1;
+  if (prefetch_) prefetch_->Drop();
+}
+
+// Positions [part.begin, part.end) of this epoch's order: samples, targets,
+// augmentation. Needs only immutable things (the order tensor of the epoch,
+// the data), so it runs on the prefetch thread.
+std::function<Batch()> StepRunner::BatchMaker(Slice part) const {
+  return [this, order = order_, epoch = state_.counters->epoch, part]() -> Batch {
+    auto [x, y] = data_.Take(order.slice(0, part.begin, part.end));
+    if (spec_.augment.enabled() && x.dim() == 4) {
+      x = Augment(spec_.augment, x, at::arange(part.begin, part.end, at::kLong),
+                  static_cast<uint64_t>(spec_.seed), epoch);
+    }
+    return {x, y};
+  };
+}
+
+Batch StepRunner::TakeBatch(Slice part) {
+  if (!prefetch_) return BatchMaker(part)();
+  return prefetch_->Take({state_.counters->epoch, part.begin, part.end}, BatchMaker(part));
+}
+
+void StepRunner::Prefetch(Slice part) {
+  if (prefetch_ && part.size() > 0) {
+    prefetch_->Start({state_.counters->epoch, part.begin, part.end}, BatchMaker(part));
+  }
+}
+
+// The next global batch of this epoch split as this one was (the same offset
+// and size in it), and that part's first micro-batch; empty at the epoch's
+// end (its order is the next epoch's).
+Slice StepRunner::PredictNextPart(Slice batch, Slice mine) const {
+  const int64_t n = data_.size();
+  if (batch.end >= n) return {};
+  const Slice next = GlobalBatch(batch.end / spec_.batch_size, spec_.batch_size, n);
+  const int64_t at = next.begin + (mine.begin - batch.begin);
+  const Slice next_mine{std::min(at, next.end), std::min(next.end, at + mine.size())};
+  if (next_mine.size() == 0) return {};
+  const int64_t micro = std::min<int64_t>(spec_.distributed.accumulation_steps, next_mine.size());
+  return SplitBatch(next_mine, std::vector<double>(micro, 1.0))[0];
+}
+
 Result<StepOutcome> StepRunner::Run(Slice batch, Slice mine, GradientSync& sync,
                                     bool want_grad_norm) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   EnsureOrder();
+  PreparePrecision();
   TrainerCounters& c = *state_.counters;
+  const bool scaling = spec_.precision == "fp16";
+  const PrecisionOptions& amp = spec_.precision_options;
+  const LossScale scale_state{c.loss_scale, c.loss_scale_growth_tracker};
+  const double loss_scale = scaling ? CurrentLossScale(amp, scale_state) : 1.0;
+  const at::Device device(spec_.device);
   StepOutcome out;
   out.batch = BatchNumber();
   out.lr = LearningRate(spec_.schedule, spec_.optimizer.lr, c.step, total_steps_) * c.lr_scale;
@@ -122,25 +200,30 @@ Result<StepOutcome> StepRunner::Run(Slice batch, Slice mine, GradientSync& sync,
   ReplicaLoss local{.samples = mine.size(), .batch = batch.size()};
   const int64_t micro =
       std::min<int64_t>(spec_.distributed.accumulation_steps, std::max<int64_t>(1, mine.size()));
-  for (const Slice& part : SplitBatch(mine, std::vector<double>(micro, 1.0))) {
+  const std::vector<Slice> parts = SplitBatch(mine, std::vector<double>(micro, 1.0));
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Slice& part = parts[i];
     if (part.size() == 0) continue;
     at::manual_seed(static_cast<uint64_t>(spec_.seed) * 1000003u +
                     static_cast<uint64_t>(c.step) * 8191u + static_cast<uint64_t>(part.begin));
-    at::Tensor idx = order_.slice(0, part.begin, part.end);
-    auto [x, y] = data_.Take(idx);
-    if (spec_.augment.enabled() && x.dim() == 4) {
-      x = Augment(spec_.augment, x, at::arange(part.begin, part.end, at::kLong),
-                  static_cast<uint64_t>(spec_.seed), c.epoch);
-    }
+    auto [x, y] = TakeBatch(part);
+    // While this part computes: the next part, or the next step's first.
+    Prefetch(i + 1 < parts.size() ? parts[i + 1] : PredictNextPart(batch, mine));
+    x = x.to(device);
+    y = y.to(device);
     at::Tensor out;
     {
-      PrecisionScope precision(spec_.precision);
+      PrecisionScope precision(spec_.precision, spec_.device);
       out = state_.model->forward(x);
     }
+    if (spec_.loss == "mse") SPOT_RETURN_IF_ERROR(CheckMseTargets(spec_, out, y));
     at::Tensor loss = LossSum(spec_.loss, out.to(at::kFloat), y);
     if (fault != 1.0) loss = loss * fault;
     local.loss_sum += loss.item<double>();
-    (loss / static_cast<double>(batch.size())).backward();
+    at::Tensor objective = loss / static_cast<double>(batch.size());
+    // fp16: scaled so that small gradients do not flush to zero in half precision.
+    if (scaling) objective = objective * loss_scale;
+    objective.backward();
   }
   local.compute_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   out.compute_seconds = local.compute_seconds;
@@ -149,6 +232,14 @@ Result<StepOutcome> StepRunner::Run(Slice batch, Slice mine, GradientSync& sync,
   // Judge the loss before it touches the weights.
   out.anomaly = Judge(out.loss);
   if (!out.anomaly.empty()) return out;
+  if (scaling) {
+    // After the sync every replica holds the same gradients: the same verdict.
+    out.overflow = UnscaleGradients(state_.model->parameters(), loss_scale);
+    const LossScale next = NextLossScale(amp, scale_state, out.overflow);
+    c.loss_scale = next.scale;
+    c.loss_scale_growth_tracker = next.growth_tracker;
+    out.loss_scale = loss_scale;
+  }
   if (want_grad_norm) {
     double sq = 0;
     for (const at::Tensor& p : state_.model->parameters()) {
@@ -156,7 +247,9 @@ Result<StepOutcome> StepRunner::Run(Slice batch, Slice mine, GradientSync& sync,
     }
     out.grad_norm = std::sqrt(sq);
   }
-  state_.optimizer->step();
+  // An overflowed step is counted (the schedule moves on, as with PyTorch's
+  // GradScaler) but leaves the weights and the optimizer's state unchanged.
+  if (!out.overflow) state_.optimizer->step();
   const double alpha = 2.0 / (static_cast<double>(spec_.rollback.window) + 1);
   c.loss_ema = c.loss_ema_steps == 0 ? out.loss : c.loss_ema + alpha * (out.loss - c.loss_ema);
   ++c.loss_ema_steps;

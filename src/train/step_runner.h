@@ -11,6 +11,11 @@
 //   4. judges that loss (the anomaly guard: not finite, or a spike above
 //      rollback.spike_factor times its moving average) before it touches the
 //      weights, and only then steps the optimizer.
+// With precision: fp16 the loss is scaled before backward and the gradients
+// unscaled after the sync (loss_scaler.h); a step whose gradients overflow is
+// counted but changes no weights (not an anomaly: no rollback). With
+// precision: auto the first step (or PreparePrecision) measures which layers
+// stay float32, once per run: the counters keep the choice.
 // Batches come from one deterministic order per epoch (EpochOrder); global
 // batch k of an epoch is positions [k*B, min(n, (k+1)*B)), whatever the world.
 #pragma once
@@ -18,9 +23,12 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "core/status.h"
+#include "train/batch_prefetcher.h"
 #include "train/partition.h"
 #include "train/train_setup.h"
 #include "train/train_spec.h"
@@ -67,6 +75,8 @@ struct StepOutcome {
   double loss = 0;         // mean over the global batch
   double lr = 0;
   double grad_norm = 0;        // L2 norm of the global gradient (when asked for)
+  bool overflow = false;       // fp16: a gradient was inf/nan; the update was skipped
+  double loss_scale = 0;       // fp16: the scale this step ran with
   double compute_seconds = 0;  // this replica's forward and backward
 };
 
@@ -81,6 +91,7 @@ class StepRunner {
  public:
   // `data` and the objects `state` points to must outlive the runner.
   StepRunner(const TrainSpec& spec, const TensorSet& data, TrainRefs state);
+  ~StepRunner();
 
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
   int64_t total_steps() const { return total_steps_; }
@@ -97,7 +108,15 @@ class StepRunner {
   // Moves the position past `batch` (committed or skipped): epoch accounting.
   BatchEnd Advance(Slice batch);
   // The counters were replaced (resume, rollback, state sync).
-  void Reset() { order_epoch_ = -1; }
+  void Reset();
+  // dataset.prefetch: micro-batches found ready, and those made on demand.
+  int64_t prefetch_hits() const { return prefetch_ ? prefetch_->hits() : 0; }
+  int64_t prefetch_misses() const { return prefetch_ ? prefetch_->misses() : 0; }
+  // precision: auto. Applies the counters' choice of float32 layers to the
+  // model, measuring and logging it first when the counters hold none (a
+  // fresh run). Run calls it; call it before anything else uses the model
+  // (the first checkpoint, an evaluation). Nothing for other precisions.
+  void PreparePrecision();
 
  private:
   std::string Judge(double loss) const;
@@ -109,8 +128,15 @@ class StepRunner {
   TrainRefs state_;
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
+  // dataset.prefetch: the next micro-batch prepared while a step computes.
+  std::function<Batch()> BatchMaker(Slice part) const;
+  Batch TakeBatch(Slice part);
+  void Prefetch(Slice part);
+  Slice PredictNextPart(Slice batch, Slice mine) const;
+
   at::Tensor order_;
   int64_t order_epoch_ = -1;
+  std::unique_ptr<BatchPrefetcher> prefetch_;  // declared last: joined first
 };
 
 // Whether to evaluate after a batch that ended as `end`, the counters now at

@@ -48,7 +48,7 @@ std::string Shape(const at::Tensor& t) {
 
 Result<std::shared_ptr<Net>> LoadTorchScriptModel(const std::string& path,
                                                   const std::vector<int64_t>& sample_shape,
-                                                  bool token_ids) {
+                                                  bool token_ids, bool regression) {
   std::vector<int64_t> batch_shape = {2};
   batch_shape.insert(batch_shape.end(), sample_shape.begin(), sample_shape.end());
   const std::string batch = fmt::format("[{}]", fmt::join(batch_shape, ", "));
@@ -75,13 +75,16 @@ Result<std::shared_ptr<Net>> LoadTorchScriptModel(const std::string& path,
         fmt::format("{}: forward of a {} batch (the data set's samples) failed: {}", path, batch,
                     e.what_without_backtrace()));
   }
-  const bool shape_ok = token_ids ? out.dim() == 3 && out.size(1) == sample_shape[0]
-                                  : out.dim() == 2 && out.size(1) >= 2;
+  const bool shape_ok = token_ids    ? out.dim() == 3 && out.size(1) == sample_shape[0]
+                        : regression ? out.dim() == 1 || out.dim() == 2
+                                     : out.dim() == 2 && out.size(1) >= 2;
   if (!shape_ok || out.size(0) != 2 || !out.is_floating_point()) {
     return InvalidArgumentError(
         fmt::format("{}: forward of a {} batch returned {} {}; expected {} floating-point scores",
                     path, batch, Shape(out), std::string(c10::toString(out.scalar_type())),
-                    token_ids ? fmt::format("[2, {}, vocab]", sample_shape[0]) : "[2, classes]"));
+                    token_ids    ? fmt::format("[2, {}, vocab]", sample_shape[0])
+                    : regression ? "[2] or [2, outputs]"
+                                 : "[2, classes]"));
   }
   if (net->parameters().empty()) {
     return InvalidArgumentError(path + ": the TorchScript module has no parameters to train");

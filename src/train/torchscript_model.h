@@ -22,11 +22,12 @@ namespace spot::train {
 // Loads `path` and checks that its forward maps a batch of two zero samples
 // of `sample_shape` (a data set's [1, 28, 28]) to [2, classes] scores, or
 // with `token_ids` (loss lm) two windows of int64 ids [2, T] to next-token
-// scores [2, T, vocab] (run once in eval mode, without gradients).
+// scores [2, T, vocab], or with `regression` (loss mse) to [2] or [2, k]
+// outputs (run once in eval mode, without gradients).
 // InvalidArgument naming the file: not a TorchScript archive, no forward, or
 // an output of another shape.
 Result<std::shared_ptr<Net>> LoadTorchScriptModel(const std::string& path,
                                                   const std::vector<int64_t>& sample_shape,
-                                                  bool token_ids = false);
+                                                  bool token_ids = false, bool regression = false);
 
 }  // namespace spot::train

@@ -35,7 +35,8 @@ TensorSet ToTensors(const ImageSet& s) {
 
 // A split of an .npz archive or a safetensors file with Keras's names:
 // x_<split> (float32/64 as is, uint8 scaled to [0, 1]; [n, H, W] gets a
-// channel, [n, 1, H, W]) and y_<split> (integer class labels >= 0, [n]).
+// channel, [n, 1, H, W]) and y_<split> (integer class labels >= 0, [n]; for
+// loss mse, float32/float64 targets [n] or [n, k], kept as float32).
 Result<TensorSet> LoadArraySplit(const TrainSpec& spec, Split split) {
   const std::string part = split == Split::kTrain ? "train" : "test";
   const std::string xn = "x_" + part, yn = "y_" + part;
@@ -48,20 +49,33 @@ Result<TensorSet> LoadArraySplit(const TrainSpec& spec, Split split) {
     return InvalidArgumentError(fmt::format(
         "{}: {} has dtype {}; samples must be float32, float64 or uint8", path, xn, x.dtype));
   }
+  const bool regression = spec.loss == "mse";
   static const std::set<std::string> kLabelTypes = {"u1", "i1", "i2", "i4", "i8"};
-  if (!kLabelTypes.count(y.dtype)) {
+  if (regression && y.dtype != "f4" && y.dtype != "f8") {
+    return InvalidArgumentError(fmt::format(
+        "{}: {} has dtype {}; loss mse needs float32 or float64 targets (integers are class ids: "
+        "use loss cross_entropy)",
+        path, yn, y.dtype));
+  }
+  if (!regression && !kLabelTypes.count(y.dtype)) {
     return InvalidArgumentError(fmt::format(
         "{}: {} has dtype {}; labels must be integers (int8/16/32/64, uint8)", path, yn, y.dtype));
   }
-  if (x.shape.size() < 2 || y.shape.size() != 1 || x.shape[0] != y.shape[0] || x.shape[0] == 0) {
-    return InvalidArgumentError(fmt::format(
-        "{}: {} is [{}] and {} is [{}]; expected [n, ...] samples and [n] labels, n > 0", path, xn,
-        fmt::join(x.shape, ", "), yn, fmt::join(y.shape, ", ")));
+  const bool y_shape_ok = y.shape.size() == 1 || (regression && y.shape.size() == 2);
+  if (x.shape.size() < 2 || !y_shape_ok || x.shape[0] != y.shape[0] || x.shape[0] == 0) {
+    return InvalidArgumentError(
+        fmt::format("{}: {} is [{}] and {} is [{}]; expected [n, ...] samples and {}, n > 0", path,
+                    xn, fmt::join(x.shape, ", "), yn, fmt::join(y.shape, ", "),
+                    regression ? "[n] or [n, k] targets" : "[n] labels"));
   }
   TensorSet t;
   t.images = TensorFromHost(x);
   t.images = x.dtype == "u1" ? t.images.to(at::kFloat).div_(255) : t.images.to(at::kFloat);
   if (t.images.dim() == 3) t.images = t.images.unsqueeze(1);
+  if (regression) {
+    t.labels = TensorFromHost(y).to(at::kFloat);
+    return t;
+  }
   t.labels = TensorFromHost(y).to(at::kLong);
   const int64_t low = t.labels.min().item<int64_t>();
   if (low < 0) {
@@ -262,6 +276,16 @@ ckpt::CodecPlan CodecPlanFor(const CheckpointSpec& c) {
 
 at::Tensor LossSum(const std::string& loss, const at::Tensor& output, const at::Tensor& labels) {
   if (loss == "nll") return at::nll_loss(output, labels, {}, at::Reduction::Sum);
+  if (loss == "mse") {
+    // [b, 1] outputs against [b] targets; otherwise the shapes must agree
+    // (CheckLossTargets says so before training).
+    const at::Tensor out =
+        output.dim() == 2 && labels.dim() == 1 && output.size(1) == 1 ? output.squeeze(1) : output;
+    TORCH_CHECK(out.sizes() == labels.sizes(), "loss mse: model output ", out.sizes(),
+                " does not match targets ", labels.sizes());
+    const double per_sample = labels.dim() > 1 ? static_cast<double>(labels[0].numel()) : 1.0;
+    return at::mse_loss(out, labels, at::Reduction::Sum).div(per_sample);
+  }
   if (loss == "lm") {
     const int64_t tokens_per_sample = labels.size(1);
     return at::cross_entropy_loss(output.flatten(0, 1), labels.flatten(), {}, at::Reduction::Sum)
@@ -270,8 +294,18 @@ at::Tensor LossSum(const std::string& loss, const at::Tensor& output, const at::
   return at::cross_entropy_loss(output, labels, {}, at::Reduction::Sum);
 }
 
-PrecisionScope::PrecisionScope(const std::string& precision) : enabled_(precision == "bf16") {
+PrecisionScope::PrecisionScope(const std::string& precision, const std::string& device)
+    : cuda_(device == "cuda") {
+  const bool bf16 = precision == "bf16" || (precision == "auto" && !cuda_);
+  const bool fp16 = precision == "fp16" && cuda_;
+  enabled_ = bf16 || fp16;
   if (!enabled_) return;
+  if (cuda_) {
+    was_enabled_ = at::autocast::is_enabled();
+    at::autocast::set_autocast_gpu_dtype(fp16 ? at::kHalf : at::kBFloat16);
+    at::autocast::set_enabled(true);
+    return;
+  }
   was_enabled_ = at::autocast::is_cpu_enabled();
   at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
   at::autocast::set_cpu_enabled(true);
@@ -279,27 +313,58 @@ PrecisionScope::PrecisionScope(const std::string& precision) : enabled_(precisio
 
 PrecisionScope::~PrecisionScope() {
   if (!enabled_) return;
-  at::autocast::set_cpu_enabled(was_enabled_);
+  if (cuda_) {
+    at::autocast::set_enabled(was_enabled_);
+  } else {
+    at::autocast::set_cpu_enabled(was_enabled_);
+  }
   if (!was_enabled_) at::autocast::clear_cache();
+}
+
+Status CheckMseTargets(const TrainSpec& spec, const at::Tensor& out, const at::Tensor& y) {
+  const bool fits = out.sizes() == y.sizes() || (out.dim() == 2 && y.dim() == 1 &&
+                                                 out.size(1) == 1 && out.size(0) == y.size(0));
+  if (fits) return Status::Ok();
+  return InvalidArgumentError(fmt::format(
+      "{}: model.loss: mse compares model {}'s outputs [{}] (for {} samples) with the targets "
+      "y_train [{}] of dataset.path {}: their shapes must agree ([b, 1] outputs take [b] targets)",
+      spec.source, ModelName(spec), fmt::join(out.sizes(), ", "), y.size(0),
+      fmt::join(y.sizes(), ", "), spec.dataset_path));
+}
+
+Status CheckLossTargets(const TrainSpec& spec, Net& model, const TensorSet& train) {
+  if (spec.loss != "mse" || train.size() == 0) return Status::Ok();
+  auto [x, y] = train.Range(0, std::min<int64_t>(2, train.size()));
+  at::Tensor out;
+  {
+    torch::NoGradGuard no_grad;
+    model.eval();  // no dropout draws, no batch-norm statistics
+    out = model.forward(x.to(model.parameters()[0].device()));
+    model.train();
+  }
+  return CheckMseTargets(spec, out, y);
 }
 
 EvalSums EvaluateRange(Net& model, const TensorSet& test, int64_t begin, int64_t end,
                        const TrainSpec& spec) {
   const int64_t batch_size = spec.eval_batch_size;
   const std::string& loss = spec.loss;
+  const at::Device device(spec.device);
   torch::NoGradGuard no_grad;
   model.eval();
   EvalSums s;
   for (int64_t i = begin; i < end; i += batch_size) {
     int64_t stop = std::min(end, i + batch_size);
-    auto [x, y] = test.Range(i, stop);
+    auto [host_x, host_y] = test.Range(i, stop);
+    const at::Tensor x = host_x.to(device), y = host_y.to(device);
     at::Tensor out;
     {
-      PrecisionScope precision(spec.precision);
+      PrecisionScope precision(spec.precision, spec.device);
       out = model.forward(x);
     }
     out = out.to(at::kFloat);
     s.loss_sum += LossSum(loss, out, y).item<double>();
+    if (loss == "mse") continue;  // regression: no accuracy
     // Classes along the last dimension; a sample's share of its positions right.
     const double positions = y.dim() > 1 ? static_cast<double>(y[0].numel()) : 1.0;
     s.correct += static_cast<double>(out.argmax(-1).eq(y).sum().item<int64_t>()) / positions;

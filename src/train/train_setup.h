@@ -8,12 +8,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "ckpt/format.h"
 #include "ckpt/store.h"
 #include "core/status.h"
+#include "train/data_cache.h"
 #include "train/fashion_mnist.h"
 #include "train/host_array.h"
 #include "train/model.h"
@@ -32,6 +34,7 @@ struct TensorSet {
   at::Tensor tokens;  // int64 [N], when a token stream
   int64_t context = 0;
   int64_t stride = 0;
+  std::optional<DataCacheStats> cache_stats;  // dataset.cache: what served the shards
 
   int64_t size() const;
   // One sample's shape: [context] for a token stream.
@@ -76,39 +79,55 @@ ckpt::RetentionPolicy RetentionFor(const CheckpointSpec& c);
 ckpt::CodecPlan CodecPlanFor(const CheckpointSpec& c);
 
 // Sums over test samples [begin, end): correct predictions (for lm, the
-// fraction of a sample's tokens predicted right) and the loss.
+// fraction of a sample's tokens predicted right; none for mse) and the loss.
 // Puts the model in eval mode for the duration.
 struct EvalSums {
   double correct = 0;
   double loss_sum = 0;
   double count = 0;
 };
-// Batches of spec.eval_batch_size, spec.loss, spec.precision.
+// Batches of spec.eval_batch_size, spec.loss, spec.precision, on spec.device.
 EvalSums EvaluateRange(Net& model, const TensorSet& test, int64_t begin, int64_t end,
                        const TrainSpec& spec);
 
-// The numeric precision of forward passes in its scope (spec.precision):
-// "bf16" runs matrix products and convolutions in bfloat16 under LibTorch's
-// CPU autocast (normalization, softmax and losses stay float32 by autocast's
-// rules), while weights, gradients and optimizer state stay float32; "fp32"
-// changes nothing. Restores the previous state and drops autocast's cache of
-// cast weights on exit.
+// The numeric precision of forward passes in its scope (spec.precision on
+// spec.device): "bf16" runs matrix products and convolutions in bfloat16
+// under LibTorch's CPU autocast (CUDA's on device cuda; normalization, softmax
+// and losses stay float32 by autocast's rules), while weights, gradients and
+// optimizer state stay float32; "auto" is bf16 with the layers the model's
+// LayerPrecision keeps float32 (layer_precision.h); "fp16" on cuda is CUDA
+// autocast in float16 (the step runner scales the loss); "fp32" changes
+// nothing, and so does fp16 on the CPU, which only tests build (the spec
+// reader refuses it). Restores the previous state and drops autocast's cache
+// of cast weights on exit.
 class PrecisionScope {
  public:
-  explicit PrecisionScope(const std::string& precision);
+  explicit PrecisionScope(const std::string& precision, const std::string& device = "cpu");
   ~PrecisionScope();
   PrecisionScope(const PrecisionScope&) = delete;
   PrecisionScope& operator=(const PrecisionScope&) = delete;
 
  private:
+  bool cuda_ = false;
   bool enabled_ = false;
   bool was_enabled_ = false;
 };
 
+// loss mse: InvalidArgument naming model.loss and dataset.path unless the
+// model's output for the first training samples has the targets' shape
+// ([b, 1] outputs take [b] targets). Runs the model once in eval mode without
+// gradients. OK for other losses.
+Status CheckLossTargets(const TrainSpec& spec, Net& model, const TensorSet& train);
+// The same check on a batch's output and targets (the step runner's, for
+// trainers that skip CheckLossTargets).
+Status CheckMseTargets(const TrainSpec& spec, const at::Tensor& out, const at::Tensor& y);
+
 // The summed loss of a batch's model output against its labels: spec.loss
 // cross_entropy (the output is logits) or nll (log-probabilities), or lm:
 // next-token logits [b, T, vocab] against targets [b, T], each sample's loss
-// the mean over its tokens.
+// the mean over its tokens; or mse: outputs [b] or [b, k] against float
+// targets of the same shape ([b, 1] outputs take [b] targets), each sample's
+// loss the mean over its k outputs.
 at::Tensor LossSum(const std::string& loss, const at::Tensor& output, const at::Tensor& labels);
 
 }  // namespace spot::train

@@ -137,7 +137,7 @@ void ReadGpt(SpecReader& m, GptSpec* g) {
 void ReadTorchScript(SpecReader& m, TrainSpec* s) {
   s->model = "torchscript";
   m.String("torchscript", &s->model_file, /*required=*/true);
-  m.Enum("loss", &s->loss, {"cross_entropy", "nll", "lm"});
+  m.Enum("loss", &s->loss, {"cross_entropy", "nll", "lm", "mse"});
   if (s->model_file.empty()) return;
   std::error_code ec;
   const fs::path p = fs::absolute(s->model_file, ec);
@@ -161,7 +161,7 @@ void ReadModel(SpecReader& top, TrainSpec* s) {
   SpecReader& m = top.Section("model");
   if (m.Has("torchscript")) return ReadTorchScript(m, s);
   m.Enum("name", &s->model, {"cnn", "mlp", "gpt"}, /*required=*/true);
-  if (s->model != "gpt") return;
+  if (s->model != "gpt") return m.Enum("loss", &s->loss, {"cross_entropy", "mse"});
   s->loss = "lm";
   ReadGpt(m, &s->gpt);
 }
@@ -188,15 +188,61 @@ void ReadParamGroups(SpecReader& top, std::vector<ParamGroupSpec>* out) {
   }
 }
 
-// fp16 needs a GPU's half-precision units (and dynamic loss scaling), which
-// this build does not drive; bf16 has float32's range and needs no scaling.
-void ReadPrecision(SpecReader& top, std::string* precision) {
-  top.String("precision", precision);
-  if (*precision == "fp16") {
+// fp16 needs a GPU's half-precision units (LibTorch 1.13's CPU has no half
+// matrix products) and dynamic loss scaling; bf16 has float32's range and
+// needs none. auto measures each layer under CPU bf16 autocast, so it is for
+// the CPU and for the built-in models, whose layers it can reach.
+void ReadPrecision(SpecReader& top, TrainSpec* s) {
+  top.Enum("device", &s->device, {"cpu", "cuda"});
+  top.Enum("precision", &s->precision, {"fp32", "bf16", "fp16", "auto"});
+  if (s->precision == "fp16" && s->device != "cuda") {
     top.AddError("precision",
-                 "fp16 needs a GPU (device: cuda, not in this build); on CPUs use bf16");
-  } else if (*precision != "fp32" && *precision != "bf16") {
-    top.AddError("precision", "must be fp32 or bf16 (got " + *precision + ")");
+                 "fp16 needs a GPU (device: cuda): LibTorch's CPU has no half-precision matrix "
+                 "products; on CPUs use bf16 or auto");
+  }
+  if (s->precision == "auto" && s->device != "cpu") {
+    top.AddError("precision", "auto measures layers under CPU bf16 autocast (device: cpu); on " +
+                                  s->device + " use bf16 or fp16");
+  }
+  if (s->precision == "auto" && s->model == "torchscript") {
+    top.AddError(
+        "precision",
+        "auto selects the precision of each layer of the built-in models (cnn, mlp, "
+        "gpt); a TorchScript module's layers cannot be reached from C++: use bf16 or fp32");
+  }
+  SpecReader& o = top.Section("precision_options");
+  PrecisionOptions& p = s->precision_options;
+  o.Double("init_scale", &p.init_scale, {.min = 1, .max = 18446744073709551616.0});
+  o.Double("growth_factor", &p.growth_factor, {.min = 1, .max = 1024, .min_exclusive = true});
+  o.Double("backoff_factor", &p.backoff_factor,
+           {.min = 0, .max = 1, .min_exclusive = true, .max_exclusive = true});
+  o.Int("growth_interval", &p.growth_interval, {.min = 1, .max = 1 << 30});
+  o.Double("budget", &p.budget, {.min = 0, .max = 1, .min_exclusive = true});
+  o.Int("probe_batches", &p.probe_batches, {.min = 1, .max = 64});
+  const bool scaling = o.Has("init_scale") || o.Has("growth_factor") || o.Has("backoff_factor") ||
+                       o.Has("growth_interval");
+  if (scaling && s->precision != "fp16") {
+    o.AddError(o.Has("init_scale") ? "init_scale" : "growth_factor",
+               "loss scaling applies to precision: fp16 only");
+  }
+  if ((o.Has("budget") || o.Has("probe_batches")) && s->precision != "auto") {
+    o.AddError(o.Has("budget") ? "budget" : "probe_batches", "applies to precision: auto only");
+  }
+}
+
+// loss: mse regresses float targets, which only the array files carry (and
+// which have no classes to sample by or to be accurate about).
+void CheckRegression(SpecReader& top, SpecReader& data, const TrainSpec& s) {
+  if (s.loss != "mse") return;
+  if (s.dataset != "npz" && s.dataset != "safetensors") {
+    data.AddError("name",
+                  "loss mse needs float targets: npz or safetensors with float32/float64 "
+                  "y_train and y_test (" +
+                      s.dataset + " has class labels)");
+  }
+  if (s.sampling != "shuffle") data.AddError("sampling", "needs class labels; loss mse has none");
+  if (s.checkpoint.keep_best == "test_accuracy") {
+    top.Section("checkpoint").AddError("keep_best", "loss mse reports no accuracy: use test_loss");
   }
 }
 
@@ -223,10 +269,29 @@ void ReadAugment(SpecReader& a, AugmentSpec* s) {
   a.Double("saturation", &s->saturation, {.min = 0, .max = 1});
 }
 
+// `cache: true|false` or `cache: {shard_size, memory_mb, local, durable}`
+// (durable: none keeps the durable tier out).
+void ReadDataCache(SpecReader& data, DataCacheSpec* c) {
+  if (!data.Has("cache")) return;
+  if (!data.IsMapping("cache")) {
+    data.Bool("cache", &c->enabled);
+    return;
+  }
+  SpecReader& r = data.Section("cache");
+  r.Bool("enabled", &c->enabled);
+  r.Int("shard_size", &c->shard_size, {.min = 1, .max = 1 << 20});
+  r.Int("memory_mb", &c->memory_mb, {.min = 0, .max = 1 << 20});
+  r.String("local", &c->local);
+  r.String("durable", &c->durable);
+  if (c->durable == "none") c->durable_off = true, c->durable.clear();
+  if (!c->local.empty() && c->local == c->durable) r.AddError("durable", "must differ from local");
+}
+
 // dataset: images (an image folder) and csv (a table): directories.
 void ReadFolderData(SpecReader& data, TrainSpec* s) {
   const bool images = s->dataset == "images";
   if (images) {
+    ReadDataCache(data, &s->cache);
     data.Int("image_size", &s->image_size, {.min = 4, .max = 1024});
     data.Int("channels", &s->channels, {.min = 1, .max = 3});
     if (s->channels == 2) data.AddError("channels", "must be 1 (grey) or 3 (RGB)");
@@ -298,7 +363,11 @@ void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
   data.String("path", &s.dataset_path);
   if (s.dataset == "tokens") ReadTokens(data, &s);
   if (s.dataset == "images" || s.dataset == "csv") ReadFolderData(data, &s);
+  if (s.dataset != "images" && data.Has("cache")) {
+    data.AddError("cache", "keeps decoded images: only name: images has one");
+  }
   ReadAugment(data.Section("augment"), &s.augment);
+  data.Enum("prefetch", &s.prefetch, {"auto", "true", "false"});
   data.Enum("sampling", &s.sampling, {"shuffle", "stratified", "balanced"});
   if (s.sampling != "shuffle" && s.dataset == "tokens") {
     data.AddError("sampling", "needs class labels; token windows have none");
@@ -312,7 +381,7 @@ void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
   top.Int("steps", &s.steps, {.min = 0});
   top.Int("seed", &s.seed, {.min = 0});
   top.Int("threads", &s.threads, {.min = 0, .max = 256});
-  ReadPrecision(top, &s.precision);
+  ReadPrecision(top, &s);
   top.Enum("resume", &s.resume, {"auto", "never"});
   top.String("output_dir", &s.output_dir);
   ReadOptimizer(top.Section("optimizer", /*required=*/true), &s.optimizer);
@@ -336,6 +405,7 @@ void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
     data.AddError("name", "model gpt trains on token ids: name: tokens");
   }
   if (s.model == "gpt" && s.gpt.vocab == 0) ResolveVocab(data, &s);
+  CheckRegression(top, data, s);
   std::error_code ec;
   if (s.dataset == "tokens" || s.dataset == "images" || s.dataset == "csv") return;
   if (s.dataset != "fashion-mnist") {
@@ -354,6 +424,7 @@ void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
 }
 
 std::string EvalText(const std::string& loss, double accuracy, double mean_loss) {
+  if (loss == "mse") return fmt::format("test mse {:.6g}", mean_loss);
   if (loss != "lm") {
     return fmt::format("test accuracy {:.2f}%, test loss {:.4f}", accuracy * 100, mean_loss);
   }

@@ -113,6 +113,21 @@ struct AugmentSpec {
   }
 };
 
+// `dataset.cache` (images): the decoded, resized images kept in shards in
+// memory, on this machine's disk and in the durable tier (data_cache.h), so a
+// worker that loads the data set again, or a replacement worker with an
+// empty disk, reads them instead of decoding every file. `cache: false` turns
+// it off; `cache: true` (the default for images) takes the defaults below.
+struct DataCacheSpec {
+  bool enabled = true;
+  int64_t shard_size = 256;  // images per shard, [1, 1048576]
+  int64_t memory_mb = 0;     // the process's memory tier, [0, 1048576]; 0 = off
+  std::string local;         // local tier; default: <checkpoint.dir>/data-cache
+  std::string
+      durable;  // durable tier; default: <checkpoint.durable_dir>/data-cache (none without it)
+  bool durable_off = false;  // durable: none
+};
+
 // One entry of `param_groups: {PREFIX: {lr_scale, frozen_until}}`: the
 // parameters whose names start with PREFIX (and no earlier entry's) form an
 // optimizer group of their own (fine-tuning: gradual unfreezing, smaller
@@ -135,6 +150,18 @@ struct GptSpec {
   double dropout = 0.0;   // [0, 1)
 };
 
+// precision_options: dynamic loss scaling (precision: fp16, as PyTorch's
+// GradScaler) and the per-layer selection of precision: auto.
+struct PrecisionOptions {
+  double init_scale = 65536;       // fp16: the first loss scale (2^16), [1, 2^64]
+  double growth_factor = 2;        // fp16: scale times this after growth_interval clean steps, > 1
+  double backoff_factor = 0.5;     // fp16: scale times this when a gradient overflows, (0, 1)
+  int64_t growth_interval = 2000;  // fp16: clean steps before the scale grows, >= 1
+  double budget = 1e-2;            // auto: a layer whose bf16 output's relative error exceeds
+                                   // this stays float32, (0, 1]
+  int64_t probe_batches = 4;       // auto: training batches measured before the first step, [1, 64]
+};
+
 struct TrainSpec {
   std::string source;          // the file this came from, for messages
   std::string name = "train";  // job name
@@ -142,7 +169,8 @@ struct TrainSpec {
   std::string model_file;      // torchscript: the scripted or traced module, absolute
   GptSpec gpt;                 // model: {name: gpt}
   // Of the model's output: cross_entropy (logits [b, classes]) | nll
-  // (log-probabilities) | lm (next-token logits [b, T, vocab], mean over tokens).
+  // (log-probabilities) | lm (next-token logits [b, T, vocab], mean over tokens)
+  // | mse (regression: outputs against float targets [b] or [b, k]).
   std::string loss = "cross_entropy";
   // fashion-mnist | npz | safetensors (dataset.path: FILE) | tokens
   // (dataset.path: a directory with train.bin and val.bin, as nanoGPT writes them)
@@ -156,6 +184,12 @@ struct TrainSpec {
   int64_t channels = 3;                // images: 1 (grey) | 3 (RGB)
   std::string label_column = "label";  // csv: the class column; the others are features
   AugmentSpec augment;                 // training images only
+  DataCacheSpec cache;                 // images: decoded shards in memory, on disk, durable
+  // Prepare the next batch while a step computes: true | false | auto (true
+  // on device cuda, whose host is idle while the GPU computes; false on CPUs,
+  // where the step's threads already use the cores: see docs/benchmarks.md).
+  std::string prefetch = "auto";
+  bool PrefetchOn() const { return prefetch == "true" || (prefetch == "auto" && device == "cuda"); }
   std::string sampling = "shuffle";    // shuffle | stratified | balanced (by class; sampler.h)
   int64_t train_limit = 0;             // use only the first N training images; 0 = all
   int64_t test_limit = 0;              // evaluate on the first N test images; 0 = all
@@ -166,7 +200,9 @@ struct TrainSpec {
   int64_t steps = 0;                   // optimizer steps; 0 = bounded by epochs only
   int64_t seed = 0;                    // data order, initial weights, dropout
   int64_t threads = 0;                 // intra-op threads; 0 = the number of cores
-  std::string precision = "fp32";      // of forward passes: fp32 | bf16 (CPU autocast)
+  std::string precision = "fp32";      // of forward passes: fp32 | bf16 | fp16 (cuda) | auto (cpu)
+  PrecisionOptions precision_options;  // loss scaling (fp16), layer selection (auto)
+  std::string device = "cpu";          // cpu | cuda (a LibTorch built with CUDA, a GPU)
   std::string resume = "auto";         // auto | never
   std::string output_dir;              // default: runs/<name>
   OptimizerSpec optimizer;
@@ -180,7 +216,8 @@ struct TrainSpec {
 };
 
 // How an evaluation reads in logs: "test accuracy 91.23%, test loss 0.2511",
-// or for loss lm "val loss 1.4821, perplexity 4.40, token accuracy 55.1%".
+// for loss lm "val loss 1.4821, perplexity 4.40, token accuracy 55.1%", for
+// loss mse "test mse 0.01234" (no accuracy).
 std::string EvalText(const std::string& loss, double accuracy, double mean_loss);
 
 // Reads and validates a job file. InvalidArgument naming file, line and field

@@ -22,7 +22,8 @@ TEST(TrainSpecTest, DefaultsFollowTheOptimizer) {
   EXPECT_DOUBLE_EQ(sgd->optimizer.momentum, 0.9);
   EXPECT_EQ(sgd->output_dir, "runs/train");
   EXPECT_EQ(sgd->resume, "auto");
-  auto adam = ParseTrainSpec("model: mlp\nbatch_size: 8\nsteps: 10\noptimizer: {type: adam}\n", "j");
+  auto adam =
+      ParseTrainSpec("model: mlp\nbatch_size: 8\nsteps: 10\noptimizer: {type: adam}\n", "j");
   ASSERT_TRUE(adam.ok());
   EXPECT_DOUBLE_EQ(adam->optimizer.lr, 1e-3);
 }
@@ -32,6 +33,69 @@ TEST(TrainSpecTest, OptimizerIsRequired) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("optimizer: required section is missing"), std::string::npos)
       << s.status().message();
+}
+
+// Why a job with `extra` lines fails (every problem of the file), or "".
+std::string Why(const std::string& extra, const std::string& model = "model: mlp\n") {
+  auto s = ParseTrainSpec(model + "batch_size: 8\nsteps: 10\noptimizer: {type: adam}\n" + extra,
+                          "j.yaml");
+  return s.ok() ? "" : s.status().message();
+}
+
+TEST(TrainSpecTest, PrecisionDeviceAndTheirOptions) {
+  auto s = ParseTrainSpec(
+      "model: mlp\nbatch_size: 8\nsteps: 10\noptimizer: {type: adam}\nprecision: auto\n"
+      "precision_options: {budget: 0.05, probe_batches: 2}\n",
+      "j.yaml");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->device, "cpu");
+  EXPECT_EQ(s->precision_options.budget, 0.05);
+  EXPECT_EQ(s->precision_options.probe_batches, 2);
+  EXPECT_EQ(s->precision_options.init_scale, 65536);
+
+  EXPECT_NE(
+      Why("precision: fp16\n").find("j.yaml:5:12: precision: fp16 needs a GPU (device: cuda)"),
+      std::string::npos)
+      << Why("precision: fp16\n");
+  EXPECT_EQ(Why("precision: fp16\ndevice: cuda\nprecision_options: {init_scale: 1024, "
+                "growth_interval: 100}\n"),
+            "")
+      << "fp16 on cuda passes the reader; setup checks the GPU";
+  EXPECT_NE(
+      Why("precision: auto\ndevice: cuda\n").find("precision: auto measures layers under CPU"),
+      std::string::npos);
+  EXPECT_NE(Why("precision: fp8\n").find("precision: unknown value 'fp8' (expected one of"),
+            std::string::npos)
+      << Why("precision: fp8\n");
+  EXPECT_NE(Why("device: tpu\n").find("device: unknown value 'tpu'"), std::string::npos);
+  EXPECT_NE(Why("precision: bf16\nprecision_options: {init_scale: 1024}\n")
+                .find("precision_options.init_scale: loss scaling applies to precision: fp16 only"),
+            std::string::npos)
+      << Why("precision: bf16\nprecision_options: {init_scale: 1024}\n");
+  EXPECT_NE(Why("precision: fp16\ndevice: cuda\nprecision_options: {backoff_factor: 1}\n")
+                .find("precision_options.backoff_factor: must be < 1"),
+            std::string::npos)
+      << Why("precision: fp16\ndevice: cuda\nprecision_options: {backoff_factor: 1}\n");
+  EXPECT_NE(Why("precision: bf16\nprecision_options: {budget: 0.1}\n")
+                .find("precision_options.budget: applies to precision: auto only"),
+            std::string::npos);
+  auto ts = ParseTrainSpec(
+      "model: {torchscript: /nonexistent/m.pt}\nbatch_size: 8\nsteps: 10\n"
+      "optimizer: {type: adam}\nprecision: auto\n",
+      "j.yaml");
+  ASSERT_FALSE(ts.ok());
+  EXPECT_NE(ts.status().message().find("precision: auto selects the precision of each layer of the "
+                                       "built-in models"),
+            std::string::npos)
+      << ts.status().message();
+}
+
+TEST(TrainSpecTest, MseNeedsFloatTargets) {
+  const std::string why = Why("", "model: {name: mlp, loss: mse}\n");
+  EXPECT_NE(why.find("dataset.name: loss mse needs float targets"), std::string::npos) << why;
+  EXPECT_NE(Why("", "model: {name: mlp, loss: lm}\n").find("model.loss: unknown value 'lm'"),
+            std::string::npos);
+  EXPECT_EQ(EvalText("mse", 0, 0.012345), "test mse 0.012345");
 }
 
 }  // namespace

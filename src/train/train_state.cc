@@ -1,6 +1,7 @@
 #include "train/train_state.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/core/Generator.h>
 #include <fmt/format.h>
 #include <torch/optim/adam.h>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "ckpt/torch_adapter.h"
 
@@ -60,7 +62,7 @@ Status RestoreOptimizer(const ckpt::Container& in, Net& model, torch::optim::Opt
       if (in.Find(prefix + "momentum_buffer") == nullptr) continue;
       auto s = std::make_unique<torch::optim::SGDParamState>();
       SPOT_ASSIGN_OR_RETURN(at::Tensor buf, GetTensor(in, prefix + "momentum_buffer"));
-      s->momentum_buffer(buf);
+      s->momentum_buffer(buf.to(item.value().device()));
       state[StateKey(item.value())] = std::move(s);
     } else {
       if (in.Find(prefix + "step") == nullptr) continue;
@@ -69,16 +71,26 @@ Status RestoreOptimizer(const ckpt::Container& in, Net& model, torch::optim::Opt
       s->step(step.item<int64_t>());
       SPOT_ASSIGN_OR_RETURN(at::Tensor m, GetTensor(in, prefix + "exp_avg"));
       SPOT_ASSIGN_OR_RETURN(at::Tensor v, GetTensor(in, prefix + "exp_avg_sq"));
-      s->exp_avg(m);
-      s->exp_avg_sq(v);
+      s->exp_avg(m.to(item.value().device()));
+      s->exp_avg_sq(v.to(item.value().device()));
       if (in.Find(prefix + "max_exp_avg_sq") != nullptr) {
         SPOT_ASSIGN_OR_RETURN(at::Tensor mx, GetTensor(in, prefix + "max_exp_avg_sq"));
-        s->max_exp_avg_sq(mx);
+        s->max_exp_avg_sq(mx.to(item.value().device()));
       }
       state[StateKey(item.value())] = std::move(s);
     }
   }
   return Status::Ok();
+}
+
+// The generator of the GPU the model is on; none (undefined) for a CPU model.
+// Reached through ATen's CUDA hooks: no CUDA headers needed.
+std::optional<at::Generator> ModelGpuGenerator(Net& model) {
+  for (const at::Tensor& p : model.parameters()) {
+    if (!p.device().is_cuda()) return std::nullopt;
+    return at::globalContext().defaultGenerator(p.device());
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -98,7 +110,11 @@ std::string TrainerCounters::ToJson() const {
                       {"lr_scale", lr_scale},
                       {"rollbacks", rollbacks},
                       {"loss_ema", loss_ema},
-                      {"loss_ema_steps", loss_ema_steps}};
+                      {"loss_ema_steps", loss_ema_steps},
+                      {"loss_scale", loss_scale},
+                      {"loss_scale_growth_tracker", loss_scale_growth_tracker},
+                      {"precision_chosen", precision_chosen},
+                      {"fp32_layers", fp32_layers}};
   return j.dump();
 }
 
@@ -121,6 +137,10 @@ Result<TrainerCounters> TrainerCounters::FromJson(std::string_view text) {
     c.rollbacks = j.value("rollbacks", int64_t{0});
     c.loss_ema = j.value("loss_ema", 0.0);
     c.loss_ema_steps = j.value("loss_ema_steps", int64_t{0});
+    c.loss_scale = j.value("loss_scale", 0.0);
+    c.loss_scale_growth_tracker = j.value("loss_scale_growth_tracker", int64_t{0});
+    c.precision_chosen = j.value("precision_chosen", false);
+    c.fp32_layers = j.value("fp32_layers", std::vector<std::string>{});
   } catch (const std::exception& e) {
     return DataLossError(std::string("trainer/state is malformed: ") + e.what());
   }
@@ -143,6 +163,10 @@ Status CaptureTrainState(Net& model, torch::optim::Optimizer& optimizer,
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
     SPOT_RETURN_IF_ERROR(PutTensor(out, "rng/cpu", gen.get_state()));
+  }
+  if (std::optional<at::Generator> gpu = ModelGpuGenerator(model)) {
+    std::lock_guard<std::mutex> lock(gpu->mutex());
+    SPOT_RETURN_IF_ERROR(PutTensor(out, "rng/cuda", gpu->get_state()));
   }
   out->AddBytes("trainer/state", counters.ToJson());
   cap.Finish();
@@ -173,8 +197,14 @@ Result<TrainerCounters> RestoreTrainState(const ckpt::Container& in, Net& model,
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(rng);
+    std::optional<at::Generator> gpu = ModelGpuGenerator(model);
+    if (gpu && in.Find("rng/cuda") != nullptr) {
+      SPOT_ASSIGN_OR_RETURN(at::Tensor gpu_rng, GetTensor(in, "rng/cuda"));
+      std::lock_guard<std::mutex> gpu_lock(gpu->mutex());
+      gpu->set_state(gpu_rng);
+    }
   } catch (const c10::Error& e) {
-    return FailedPreconditionError(std::string("restoring the CPU generator: ") +
+    return FailedPreconditionError(std::string("restoring the random generators: ") +
                                    e.what_without_backtrace());
   }
   return counters;

@@ -6,6 +6,8 @@
 //   optim/<param name>/<state field>   (SGD: momentum_buffer;
 //                                       Adam: step, exp_avg, exp_avg_sq, max_exp_avg_sq)
 //   rng/cpu                            (LibTorch's CPU generator, 5,056 bytes)
+//   rng/cuda                           (the current GPU's generator, when the
+//                                       model is on a GPU)
 //   trainer/state                      (TrainerCounters as JSON)
 #pragma once
 
@@ -41,6 +43,13 @@ struct TrainerCounters {
   int64_t rollbacks = 0;
   double loss_ema = 0;
   int64_t loss_ema_steps = 0;
+  // precision: fp16, the dynamic loss scale (loss_scaler.h); 0 = not started.
+  double loss_scale = 0;
+  int64_t loss_scale_growth_tracker = 0;
+  // precision: auto, the layers chosen to stay float32 (layer_precision.h),
+  // kept so that a resume runs the same selection.
+  bool precision_chosen = false;
+  std::vector<std::string> fp32_layers;
 
   std::string ToJson() const;
   static Result<TrainerCounters> FromJson(std::string_view json);

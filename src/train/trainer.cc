@@ -108,6 +108,7 @@ struct Trainer::Impl {
 Status Trainer::Impl::Setup() {
   int threads = PrepareProcess(spec);
   SPOT_ASSIGN_OR_RETURN(model, BuildModel(spec, train.SampleShape()));
+  SPOT_RETURN_IF_ERROR(CheckLossTargets(spec, *model, train));
   SPOT_ASSIGN_OR_RETURN(optimizer, MakeOptimizer(spec, *model));
 
   counters = FreshCounters(spec, threads);
@@ -122,11 +123,14 @@ Status Trainer::Impl::Setup() {
 Status Trainer::Impl::MaybeResume() {
   if (spec.resume == "never") {
     spdlog::info("resume: never; starting fresh");
-    return StartFromPretrained(spec, *model);
+    SPOT_RETURN_IF_ERROR(StartFromPretrained(spec, *model));
+    runner->PreparePrecision();  // measured on the weights training starts from
+    return Status::Ok();
   }
   SPOT_ASSIGN_OR_RETURN(ResumeInfo r, ckpt->Resume(Refs()));
   runner->Reset();
   if (r.version < 0) SPOT_RETURN_IF_ERROR(StartFromPretrained(spec, *model));
+  runner->PreparePrecision();  // a resume applies the checkpoint's choice
   summary.resumed_from_step = r.step;
   summary.resumed_from_version = r.version;
   return Status::Ok();
@@ -203,6 +207,11 @@ Status Trainer::Impl::TrainStep(Progress& progress) {
   // A step is "during a save" when a write is pending at its start or end.
   const bool saving_at_start = ckpt->busy();
   SPOT_ASSIGN_OR_RETURN(StepOutcome step, runner->Run(batch, batch, sync));
+  if (step.overflow) {
+    spdlog::info(
+        "step {}: a gradient overflowed at loss scale {:g}: update skipped, scale now {:g}",
+        counters.step, step.loss_scale, counters.loss_scale);
+  }
   if (!step.committed) {
     SPOT_ASSIGN_OR_RETURN(RollbackEvent e, ckpt->Rollback(Refs(), step.batch, step.anomaly));
     CollectSaveReports();
@@ -269,6 +278,7 @@ Status Trainer::Impl::WriteOutputs() {
     summary.epochs.push_back(r);
   }
   summary.test_accuracy = summary.epochs.back().test_accuracy;
+  const bool regression = spec.loss == "mse";  // no accuracy to report
   summary.test_loss = summary.epochs.back().test_loss;
   summary.model_path = (std::filesystem::path(spec.output_dir) / "model.pt").string();
   summary.summary_path = JobFiles{spec.output_dir}.summary();
@@ -282,11 +292,13 @@ Status Trainer::Impl::WriteOutputs() {
                          {"restored_step", e.restored_step},
                          {"lr_scale", e.lr_scale}});
   }
+  // loss mse has no accuracy: null.
+  auto accuracy = [&](double a) { return regression ? nlohmann::json() : nlohmann::json(a); };
   nlohmann::json epochs = nlohmann::json::array();
   for (const EpochResult& e : summary.epochs) {
     epochs.push_back({{"epoch", e.epoch},
                       {"step", e.step},
-                      {"test_accuracy", e.test_accuracy},
+                      {"test_accuracy", accuracy(e.test_accuracy)},
                       {"test_loss", e.test_loss}});
   }
   nlohmann::json j = {{"job", spec.name},
@@ -295,7 +307,7 @@ Status Trainer::Impl::WriteOutputs() {
                       {"steps_this_run", summary.steps_this_run},
                       {"resumed_from_step", summary.resumed_from_step},
                       {"resumed_from_version", summary.resumed_from_version},
-                      {"test_accuracy", summary.test_accuracy},
+                      {"test_accuracy", accuracy(summary.test_accuracy)},
                       {"test_loss", summary.test_loss},
                       {"train_samples_per_s", summary.train_samples_per_s},
                       {"checkpoints_saved", summary.checkpoints_saved},
@@ -329,6 +341,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainSpec& spec, TrainOpt
   auto impl = std::make_unique<Impl>();
   impl->spec = spec;
   impl->opt = std::move(options);
+  SPOT_RETURN_IF_ERROR(CheckDevice(spec));  // before loading anything
   try {
     SPOT_ASSIGN_OR_RETURN(impl->train, LoadSplit(spec, Split::kTrain, spec.train_limit));
     SPOT_ASSIGN_OR_RETURN(impl->test, LoadSplit(spec, Split::kTest, spec.test_limit));

@@ -135,6 +135,47 @@ TEST_F(DataTest, AnAugmentedImageFolderTrainsAndResumesBitForBit) {
   EXPECT_NE(ReadStepLog(dir_ / "plain.csv").at(1), a.at(1));
 }
 
+// A machine lost mid-run: its replacement starts with an empty local disk,
+// resumes from the durable checkpoint tier and reads the decoded images from
+// the durable data cache, decoding none of them; the steps after the resume
+// are the uninterrupted run's, bit for bit.
+TEST_F(DataTest, AReplacementMachineReadsTheDurableDataCacheAndResumesBitForBit) {
+  auto job = [&](const std::string& name) {
+    std::string y = ImageJob(name, 30);
+    const std::string ck = "checkpoint: {interval_steps: 5}";
+    y.replace(y.find(ck), ck.size(),
+              fmt::format("checkpoint: {{interval_steps: 5, dir: {}, durable_dir: {}}}",
+                          (dir_ / name / "machine").string(), (dir_ / name / "durable").string()));
+    const std::string ch = "  channels: 1\n";
+    y.insert(y.find(ch) + ch.size(), "  cache: {shard_size: 50}\n");
+    return WriteJob(name, y);
+  };
+  ProcessResult ref = Train(job("dref"), dir_ / "dref.csv", "dref");
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  EXPECT_NE(ref.err.find("train split, 4 shards: 0 memory, 0 local, 0 durable, 4 decoded"),
+            std::string::npos)
+      << ref.err;
+  {
+    ChildProcess p(TrainArgs(job("lost"), dir_ / "lost.csv"), (dir_ / "lost_a").string());
+    while (p.Running() && testing::LastLoggedStep(dir_ / "lost.csv") < 14) ::usleep(500);
+    p.Kill(SIGKILL);
+    p.Wait();
+  }
+  ASSERT_LT(testing::LastLoggedStep(dir_ / "lost.csv"), 30) << "killed mid-run";
+  fs::remove_all(dir_ / "lost" / "machine");  // the machine and its disk are gone
+  ProcessResult resumed = Train(job("lost"), dir_ / "lost.csv", "lost_b");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("train split, 4 shards: 0 memory, 0 local, 4 durable, 0 decoded"),
+            std::string::npos)
+      << resumed.err;
+  EXPECT_NE(resumed.err.find("test split, 2 shards: 0 memory, 0 local, 2 durable, 0 decoded"),
+            std::string::npos)
+      << resumed.err;
+  const StepLog a = ReadStepLog(dir_ / "dref.csv"), b = ReadStepLog(dir_ / "lost.csv");
+  ASSERT_EQ(b.size(), 30u);
+  for (int64_t s = 1; s <= 30; ++s) EXPECT_EQ(b.at(s), a.at(s)) << "step " << s;
+}
+
 // Three elastic workers on the image folder; one is killed with SIGKILL and
 // another joins: every sample of every epoch is trained on exactly once.
 TEST_F(DataTest, ThreeWorkersOnAnImageFolderUseEverySampleOnceThroughAKillAndAJoin) {
