@@ -136,6 +136,7 @@ Status Worker::Init() {
   SPOT_ASSIGN_OR_RETURN(train_, train::LoadSplit(spec_, train::Split::kTrain, spec_.train_limit));
   SPOT_ASSIGN_OR_RETURN(test_, train::LoadSplit(spec_, train::Split::kTest, spec_.test_limit));
   SPOT_ASSIGN_OR_RETURN(model_, train::BuildModel(spec_, train_.SampleShape()));
+  SPOT_RETURN_IF_ERROR(train::CheckLossTargets(spec_, *model_, train_));
   SPOT_ASSIGN_OR_RETURN(optimizer_, train::MakeOptimizer(spec_, *model_));
   runner_.emplace(spec_, train_, Refs());
 
@@ -274,6 +275,7 @@ Result<StepResult> Worker::Step(const Generation& g, Slice batch) {
   sync_->SetControl(control);
   SPOT_ASSIGN_OR_RETURN(train::StepOutcome o,
                         runner_->Run(batch, mine, *sync_, bool(opt_.observer.on_step)));
+  if (o.overflow && g.rank == 0) spdlog::info("{}", train::OverflowText(o, counters_));
   if (mine.size() > 0 && sync_->busy_seconds() > 0) {
     double r = static_cast<double>(mine.size()) / sync_->busy_seconds();
     rate_ = rate_ == 0 ? r : 0.8 * rate_ + 0.2 * r;

@@ -29,6 +29,12 @@ bool EvaluationDue(const TrainSpec& spec, const BatchEnd& end, int64_t step,
   return spec.eval_every > 0 && step % spec.eval_every == 0 && step != evaluated_step;
 }
 
+std::string OverflowText(const StepOutcome& o, const TrainerCounters& c) {
+  return fmt::format(
+      "step {}: a gradient overflowed at loss scale {:g}: update skipped, scale now {:g}", c.step,
+      o.loss_scale, c.loss_scale);
+}
+
 int64_t TotalSteps(const TrainSpec& spec, int64_t n) {
   int64_t total = spec.epochs > 0 ? spec.epochs * StepsPerEpoch(spec, n) : spec.steps;
   if (spec.steps > 0) total = std::min(total, spec.steps);

@@ -145,6 +145,11 @@ class StepRunner {
 bool EvaluationDue(const TrainSpec& spec, const BatchEnd& end, int64_t step,
                    int64_t evaluated_step);
 
+// The log line for a step whose fp16 gradients overflowed (`o.overflow`),
+// the counters now at `c`: "step 12: a gradient overflowed at loss scale
+// 65536: update skipped, scale now 32768".
+std::string OverflowText(const StepOutcome& o, const TrainerCounters& c);
+
 // Steps per epoch and in all for a training set of `n` samples.
 int64_t StepsPerEpoch(const TrainSpec& spec, int64_t n);
 int64_t TotalSteps(const TrainSpec& spec, int64_t n);

@@ -207,11 +207,7 @@ Status Trainer::Impl::TrainStep(Progress& progress) {
   // A step is "during a save" when a write is pending at its start or end.
   const bool saving_at_start = ckpt->busy();
   SPOT_ASSIGN_OR_RETURN(StepOutcome step, runner->Run(batch, batch, sync));
-  if (step.overflow) {
-    spdlog::info(
-        "step {}: a gradient overflowed at loss scale {:g}: update skipped, scale now {:g}",
-        counters.step, step.loss_scale, counters.loss_scale);
-  }
+  if (step.overflow) spdlog::info("{}", OverflowText(step, counters));
   if (!step.committed) {
     SPOT_ASSIGN_OR_RETURN(RollbackEvent e, ckpt->Rollback(Refs(), step.batch, step.anomaly));
     CollectSaveReports();
