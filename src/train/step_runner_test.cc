@@ -170,7 +170,9 @@ TEST(StepRunnerTest, RollbackRestoresAnEarlierVersionAndSkipsTheBatchForGood) {
   ASSERT_TRUE(k.Save(r.Refs()).ok());  // step 0
   StepOutcome out;
   while ((out = r.Step()).committed) {
-    if (k.Due(r.counters.step)) ASSERT_TRUE(k.Save(r.Refs()).ok());
+    if (k.Due(r.counters.step)) {
+      ASSERT_TRUE(k.Save(r.Refs()).ok());
+    }
   }
   EXPECT_EQ(r.counters.step, 3);
   auto e = k.Rollback(r.Refs(), out.batch, out.anomaly);
