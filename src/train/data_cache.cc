@@ -79,6 +79,11 @@ class MemoryTier {
   int64_t budget_ = 0;
 };
 
+// The memory tier's key: the name and the fingerprint it was written with.
+std::string MemoryKey(const std::string& name, uint64_t fingerprint) {
+  return fmt::format("{}@{:016x}", name, fingerprint);
+}
+
 }  // namespace
 
 const char* CacheTierName(CacheTier tier) {
@@ -220,7 +225,7 @@ void DataCache::Store(int tier, const std::string& name, std::string_view stored
 std::optional<std::string> DataCache::Get(const std::string& name, uint64_t fingerprint,
                                           CacheTier* from) {
   if (memory_bytes_ > 0) {
-    if (std::optional<std::string> raw = MemoryTier::Get().Find(name)) {
+    if (std::optional<std::string> raw = MemoryTier::Get().Find(MemoryKey(name, fingerprint))) {
       *from = CacheTier::kMemory;
       ++served_[0];
       return raw;
@@ -234,7 +239,9 @@ std::optional<std::string> DataCache::Get(const std::string& name, uint64_t fing
     ++served_[tier + 1];
     // Copy up: a durable hit fills the local tier, any hit the memory tier.
     if (tier == 1) Store(0, name, stored);
-    if (memory_bytes_ > 0) MemoryTier::Get().Insert(name, *raw, memory_bytes_);
+    if (memory_bytes_ > 0) {
+      MemoryTier::Get().Insert(MemoryKey(name, fingerprint), *raw, memory_bytes_);
+    }
     return raw;
   }
   return std::nullopt;
@@ -242,7 +249,7 @@ std::optional<std::string> DataCache::Get(const std::string& name, uint64_t fing
 
 void DataCache::Put(const std::string& name, uint64_t fingerprint, std::string_view raw) {
   ++served_[static_cast<int>(CacheTier::kOrigin)];
-  if (memory_bytes_ > 0) MemoryTier::Get().Insert(name, raw, memory_bytes_);
+  if (memory_bytes_ > 0) MemoryTier::Get().Insert(MemoryKey(name, fingerprint), raw, memory_bytes_);
   if (!disk_[0] && !disk_[1]) return;
   const std::string stored = Encode(fingerprint, raw, zstd_level_);
   for (int tier = 0; tier < 2; ++tier) Store(tier, name, stored);

@@ -99,6 +99,7 @@ TEST(DataCacheTest, TheMemoryTierServesFirstAndEvictsTheLeastRecentlyUsed) {
   EXPECT_EQ(from, CacheTier::kLocal);
   EXPECT_EQ(cache.Get("c", 1, &from), Payload(1000, 3));
   EXPECT_EQ(from, CacheTier::kMemory);
+  EXPECT_FALSE(cache.Get("c", 2, &from)) << "another fingerprint: not even from memory";
   ClearDataCacheMemory();
 }
 
