@@ -132,6 +132,7 @@ class Worker {
 };
 
 Status Worker::Init() {
+  SPOT_RETURN_IF_ERROR(train::CheckDevice(spec_));  // before loading (and caching) any data
   counters_ = train::FreshCounters(spec_, train::PrepareProcess(spec_));
   SPOT_ASSIGN_OR_RETURN(train_, train::LoadSplit(spec_, train::Split::kTrain, spec_.train_limit));
   SPOT_ASSIGN_OR_RETURN(test_, train::LoadSplit(spec_, train::Split::kTest, spec_.test_limit));

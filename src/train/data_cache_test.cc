@@ -237,7 +237,7 @@ TEST_F(ImageCacheTest, AChangedFileOrSettingMissesAndADamagedShardIsDecodedAgain
 }
 
 TEST_F(ImageCacheTest, TheTestSplitHasShardsOfItsOwnAndDurableNoneKeepsItLocal) {
-  spec_.cache.durable_off = true;
+  spec_.cache.durable = "none";
   const TensorSet test = Load(Split::kTest);
   EXPECT_EQ(test.cache_stats->shards[3], 6);
   EXPECT_FALSE(fs::exists(dir_.path() / "durable" / "data-cache"));

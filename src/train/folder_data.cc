@@ -68,10 +68,10 @@ struct CacheDirs {
 };
 CacheDirs CacheDirsFor(const TrainSpec& spec) {
   const DataCacheSpec& c = spec.cache;
-  CacheDirs d{c.local, c.durable};
+  CacheDirs d{c.local, c.durable == "none" ? "" : c.durable};
   if (d.local.empty() && !spec.checkpoint.dir.empty())
     d.local = spec.checkpoint.dir + "/data-cache";
-  if (d.durable.empty() && !c.durable_off && !spec.checkpoint.durable_dir.empty()) {
+  if (c.durable.empty() && !spec.checkpoint.durable_dir.empty()) {
     d.durable = spec.checkpoint.durable_dir + "/data-cache";
   }
   return d;
@@ -131,7 +131,7 @@ Result<TensorSet> LoadImageFolderSplit(const TrainSpec& spec, Split split) {
     fingerprint = Fingerprint(spec, part, index);
   }
   const auto n = static_cast<int64_t>(index.files.size());
-  const int64_t shard_size = spec.cache.enabled ? spec.cache.shard_size : std::max<int64_t>(1, n);
+  const int64_t shard_size = spec.cache.shard_size;  // with a cache
   const int64_t shards = (n + shard_size - 1) / shard_size;
   TensorSet t;
   t.images = at::empty({n, spec.channels, spec.image_size, spec.image_size}, at::kByte);

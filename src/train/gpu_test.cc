@@ -1,5 +1,5 @@
-// GPU checks (ctest label `gpu`; scripts/gpu-check.sh runs them against a
-// CUDA LibTorch). Every test skips, loudly, when torch::cuda::is_available()
+// GPU checks (GpuTest.*; scripts/gpu-check.sh runs them against a CUDA
+// LibTorch). Every test skips, loudly, when torch::cuda::is_available()
 // is false, as on the CPU-only build `make test` uses.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

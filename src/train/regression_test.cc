@@ -135,26 +135,25 @@ TEST_F(RegressionTest, TargetsThatAreNotFloatsOrDoNotFitAreErrors) {
             std::string::npos);
 }
 
-// Trainers that skip the setup check (the elastic workers) meet the same
-// error at their first step, as a Status.
-TEST(RegressionStepTest, TargetsThatDoNotFitStopTheStep) {
+// Both trainers check, before training, that the model's outputs fit the
+// targets (CheckLossTargets), and the message names the shapes.
+TEST(RegressionStepTest, TargetsThatDoNotFitAreRefusedBeforeTraining) {
   TrainSpec spec = testing::ReplicaSpec("mlp", "fp32");
   spec.loss = "mse";
   testing::Replica r(spec);
   r.data.labels = at::zeros({64, 3});
-  LocalSync sync;
-  const Slice batch = r.runner->NextBatch();
-  auto out = r.runner->Run(batch, batch, sync);
-  ASSERT_FALSE(out.ok());
-  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(out.status().message().find("mse compares model mlp's outputs [16, 10] (for 16 "
-                                        "samples) with the targets y_train [16, 3]"),
+  const Status bad = CheckLossTargets(spec, *r.model, r.data);
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("mse compares model mlp's outputs [2, 10] (for 2 samples) with "
+                               "the targets y_train [2, 3]"),
             std::string::npos)
-      << out.status().message();
+      << bad.message();
   r.data.labels = at::zeros({64, 10});
-  auto fits = r.runner->Run(batch, batch, sync);
-  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
-  EXPECT_TRUE(fits->committed);
+  EXPECT_TRUE(CheckLossTargets(spec, *r.model, r.data).ok());
+  r.data.labels = at::zeros({64});
+  EXPECT_FALSE(CheckLossTargets(spec, *r.model, r.data).ok()) << "[b] targets need [b, 1] outputs";
+  spec.loss = "cross_entropy";
+  EXPECT_TRUE(CheckLossTargets(spec, *r.model, r.data).ok()) << "only mse is checked";
 }
 
 // This LibTorch has no CUDA: device: cuda stops at setup, naming the field,

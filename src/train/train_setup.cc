@@ -321,17 +321,6 @@ PrecisionScope::~PrecisionScope() {
   if (!was_enabled_) at::autocast::clear_cache();
 }
 
-Status CheckMseTargets(const TrainSpec& spec, const at::Tensor& out, const at::Tensor& y) {
-  const bool fits = out.sizes() == y.sizes() || (out.dim() == 2 && y.dim() == 1 &&
-                                                 out.size(1) == 1 && out.size(0) == y.size(0));
-  if (fits) return Status::Ok();
-  return InvalidArgumentError(fmt::format(
-      "{}: model.loss: mse compares model {}'s outputs [{}] (for {} samples) with the targets "
-      "y_train [{}] of dataset.path {}: their shapes must agree ([b, 1] outputs take [b] targets)",
-      spec.source, ModelName(spec), fmt::join(out.sizes(), ", "), y.size(0),
-      fmt::join(y.sizes(), ", "), spec.dataset_path));
-}
-
 Status CheckLossTargets(const TrainSpec& spec, Net& model, const TensorSet& train) {
   if (spec.loss != "mse" || train.size() == 0) return Status::Ok();
   auto [x, y] = train.Range(0, std::min<int64_t>(2, train.size()));
@@ -342,7 +331,14 @@ Status CheckLossTargets(const TrainSpec& spec, Net& model, const TensorSet& trai
     out = model.forward(x.to(model.parameters()[0].device()));
     model.train();
   }
-  return CheckMseTargets(spec, out, y);
+  const bool fits = out.sizes() == y.sizes() || (out.dim() == 2 && y.dim() == 1 &&
+                                                 out.size(1) == 1 && out.size(0) == y.size(0));
+  if (fits) return Status::Ok();
+  return InvalidArgumentError(fmt::format(
+      "{}: model.loss: mse compares model {}'s outputs [{}] (for {} samples) with the targets "
+      "y_train [{}] of dataset.path {}: their shapes must agree ([b, 1] outputs take [b] targets)",
+      spec.source, ModelName(spec), fmt::join(out.sizes(), ", "), y.size(0),
+      fmt::join(y.sizes(), ", "), spec.dataset_path));
 }
 
 EvalSums EvaluateRange(Net& model, const TensorSet& test, int64_t begin, int64_t end,

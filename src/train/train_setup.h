@@ -118,9 +118,6 @@ class PrecisionScope {
 // ([b, 1] outputs take [b] targets). Runs the model once in eval mode without
 // gradients. OK for other losses.
 Status CheckLossTargets(const TrainSpec& spec, Net& model, const TensorSet& train);
-// The same check on a batch's output and targets (the step runner's, for
-// trainers that skip CheckLossTargets).
-Status CheckMseTargets(const TrainSpec& spec, const at::Tensor& out, const at::Tensor& y);
 
 // The summed loss of a batch's model output against its labels: spec.loss
 // cross_entropy (the output is logits) or nll (log-probabilities), or lm:

@@ -123,9 +123,9 @@ struct DataCacheSpec {
   int64_t shard_size = 256;  // images per shard, [1, 1048576]
   int64_t memory_mb = 0;     // the process's memory tier, [0, 1048576]; 0 = off
   std::string local;         // local tier; default: <checkpoint.dir>/data-cache
-  std::string
-      durable;  // durable tier; default: <checkpoint.durable_dir>/data-cache (none without it)
-  bool durable_off = false;  // durable: none
+  // Durable tier; default: <checkpoint.durable_dir>/data-cache (none without
+  // one); "none": no durable tier.
+  std::string durable;
 };
 
 // One entry of `param_groups: {PREFIX: {lr_scale, frozen_until}}`: the
