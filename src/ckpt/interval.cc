@@ -62,9 +62,16 @@ double IntervalPolicy::YoungDaly(double cost_s, double mtbf_s) {
   return cost_s < mtbf_s / 2 ? t - cost_s : t;
 }
 
+void IntervalPolicy::Seed(double cost_s) {
+  if (std::isfinite(cost_s) && cost_s > 0) seed_cost_s_ = cost_s;
+}
+
 double IntervalPolicy::IntervalSeconds() const {
-  if (saves_ == 0) return std::clamp(opt_.first_save_s, opt_.min_interval_s, opt_.max_interval_s);
-  double c = CostSeconds();
+  if (saves_ == 0 && seed_cost_s_ <= 0) {
+    return std::clamp(std::min(opt_.first_save_s, opt_.mtbf_s / 10), opt_.min_interval_s,
+                      opt_.max_interval_s);
+  }
+  double c = saves_ == 0 ? seed_cost_s_ : CostSeconds();
   double t = std::max(YoungDaly(c, opt_.mtbf_s), c / opt_.max_overhead);
   return std::clamp(t, opt_.min_interval_s, opt_.max_interval_s);
 }

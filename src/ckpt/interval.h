@@ -17,7 +17,11 @@ struct IntervalOptions {
   double max_overhead = 0.01;    // cap on the fraction of training time spent on saves
   double min_interval_s = 1;     // never save more often than this
   double max_interval_s = 3600;  // nor less often
-  double first_save_s = 30;      // until a save has been measured, save after this long
+  // Until a save has been measured (here or by an earlier writer, Seed()),
+  // save after this long, or after a tenth of the MTBF when that is sooner:
+  // a process that starts on a market with short lifetimes must not wait
+  // longer than its instance is likely to live.
+  double first_save_s = 30;
 };
 
 class IntervalPolicy;
@@ -37,6 +41,11 @@ class IntervalPolicy {
   void RecordStep(double seconds, bool saving);
   // A save blocked training for `blocking_s`.
   void RecordSave(double blocking_s);
+  // The cost of one save as an earlier writer of the same job measured it
+  // (recorded in its checkpoints): used until this process measures its own,
+  // so a replacement worker saves on the Young/Daly schedule from its start.
+  // Ignored when not positive and finite.
+  void Seed(double cost_s);
   // Updates the preemption estimate (e.g. from the market's hazard model).
   void SetMtbf(double mtbf_s) { opt_.mtbf_s = mtbf_s; }
 
@@ -52,7 +61,8 @@ class IntervalPolicy {
  private:
   IntervalOptions opt_;
   int64_t saves_ = 0;
-  double blocking_s_ = 0;  // exponentially weighted mean of the snapshot time
+  double seed_cost_s_ = 0;  // Seed(), until saves_ > 0
+  double blocking_s_ = 0;   // exponentially weighted mean of the snapshot time
   double total_blocking_s_ = 0;
   double idle_step_s_ = 0;  // mean step time with no save in flight
   int64_t idle_steps_ = 0;

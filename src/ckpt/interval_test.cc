@@ -54,8 +54,34 @@ TEST(IntervalTest, FirstSaveBeforeAnyMeasurement) {
   o.min_interval_s = 2;
   EXPECT_DOUBLE_EQ(IntervalPolicy(o).IntervalSeconds(), 2);
   o.first_save_s = 1e6;
+  o.mtbf_s = 1e9;
   o.max_interval_s = 600;
   EXPECT_DOUBLE_EQ(IntervalPolicy(o).IntervalSeconds(), 600);
+}
+
+// A market whose instances live about 72 s (the demo's): a worker that has
+// measured nothing must not wait 30 s, nearly half a lifetime, for its first
+// save (the durable tier lagged hundreds of steps behind training).
+TEST(IntervalTest, FirstSaveComesWithinATenthOfTheMtbf) {
+  EXPECT_DOUBLE_EQ(IntervalPolicy(Options(72, 0.01)).IntervalSeconds(), 7.2);
+  EXPECT_DOUBLE_EQ(IntervalPolicy(Options(3600, 0.01)).IntervalSeconds(), 30);
+  IntervalOptions o = Options(5, 0.01);
+  o.min_interval_s = 1;
+  EXPECT_DOUBLE_EQ(IntervalPolicy(o).IntervalSeconds(), 1);  // never below the minimum
+}
+
+// A replacement worker starts from the cost an earlier writer recorded:
+// the Young/Daly schedule from its first step, then its own measurements.
+TEST(IntervalTest, ASeededCostIsUsedUntilASaveIsMeasured) {
+  IntervalPolicy p(Options(72, 0.01));
+  p.Seed(0.02);
+  // Young/Daly: sqrt(2 * 0.02 * 72) - 0.02 = 1.677; the 1% cap asks for 2 s.
+  EXPECT_DOUBLE_EQ(p.IntervalSeconds(), 2);
+  p.Seed(std::nan(""));  // ignored
+  p.Seed(-1);            // ignored
+  EXPECT_DOUBLE_EQ(p.IntervalSeconds(), 2);
+  p.RecordSave(0.05);  // its own measurement wins
+  EXPECT_DOUBLE_EQ(p.IntervalSeconds(), 5);
 }
 
 TEST(IntervalTest, YoungDalyWhenTheOverheadCapIsLoose) {

@@ -152,7 +152,8 @@ Status Worker::Init() {
                                                      .max_workers = static_cast<int>(d.max_workers),
                                                      .join_window = Ms(d.join_window_s),
                                                      .last_call = Ms(d.last_call_s),
-                                                     .timeout = Ms(d.rendezvous_timeout_s)},
+                                                     .timeout = Ms(d.rendezvous_timeout_s),
+                                                     .cancelled = [] { return StopWanted(); }},
                                    opt_.id);
   SPOT_RETURN_IF_ERROR(CreateDirectories(spec_.output_dir));
   SPOT_ASSIGN_OR_RETURN(step_log_, AppendLog::Open(opt_.step_log_path));
@@ -501,13 +502,31 @@ Status Worker::FinishStop(const Generation& g) {
 
 Result<WorkerSummary> Worker::Run() {
   const auto start = Clock::now();
+  std::optional<Generation> last;  // the newest generation this worker trained in
   while (true) {
     MemberInfo me{.id = opt_.id, .samples_per_s = rate_, .step = have_state_ ? counters_.step : -1};
     const auto t0 = Clock::now();
-    SPOT_ASSIGN_OR_RETURN(Generation g, rdzv_->Join(me));
+    Result<Generation> joined = rdzv_->Join(me);
+    if (!joined.ok() && joined.status().code() == StatusCode::kAborted && StopWanted()) {
+      // Told to stop while waiting for a generation: the state held is the
+      // last committed step's; the writer of the last generation saves it.
+      if (last) {
+        SPOT_RETURN_IF_ERROR(FinishStop(*last));
+      } else {
+        summary_.stopped_by_signal = g_stop_signal.load();
+        summary_.stopped_by_request = g_stop_requested.load();
+      }
+      break;
+    }
+    SPOT_RETURN_IF_ERROR(joined.status());
+    Generation g = std::move(joined).value();
     ++summary_.generations;
     Status st = FormGroup(g);
     if (st.ok()) st = SyncState(g, t0);
+    // A failed state broadcast may have left the state half-received: no
+    // stop may save it.
+    last.reset();
+    if (st.ok()) last = g;
     const auto train_start = Clock::now();
     Result<Outcome> out = st.ok() ? TrainGeneration(g) : Result<Outcome>(st);
     train_seconds_ += Seconds(train_start, Clock::now());
@@ -523,6 +542,11 @@ Result<WorkerSummary> Worker::Run() {
     }
     summary_.final_rank = g.rank;
     summary_.final_world = g.world_size();
+    // A notice that came while peers were leaving: this rank's state is that
+    // of the last committed step, the same as every member's, so the writer
+    // saves it now instead of re-forming first (a new generation, under a
+    // starved CPU, can take the notice's whole time).
+    if (*out == Outcome::kReform && StopWanted()) *out = Outcome::kStopped;
     if (*out == Outcome::kReform) continue;
     if (*out == Outcome::kStopped) {
       SPOT_RETURN_IF_ERROR(FinishStop(g));

@@ -204,6 +204,10 @@ Result<Generation> Rendezvous::Join(const MemberInfo& me_in) {
       SPOT_ASSIGN_OR_RETURN(changed, store_->CompareAndSwap(key_, expected, next.Dump()));
     }
     if (changed) continue;
+    if (opt_.cancelled && opt_.cancelled()) {
+      return AbortedError(
+          fmt::format("rendezvous of job {}: worker {} stopped while joining", opt_.job, id_));
+    }
     if (SteadyClock::now() >= deadline) {
       return DeadlineExceededError(
           fmt::format("rendezvous of job {}: worker {} could not join a generation within {} ms "

@@ -27,6 +27,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,14 +49,17 @@ struct RendezvousOptions {
   // Join gives up (DeadlineExceeded) after this long.
   std::chrono::milliseconds timeout{60000};
   std::chrono::milliseconds poll{10};  // state polling period while waiting
+  // Checked at every poll of Join: when it returns true, Join gives up with
+  // Aborted (a worker told to stop while it waits for a generation).
+  std::function<bool()> cancelled;
 };
 
 // What a worker tells the others when it joins.
 struct MemberInfo {
-  std::string id;             // unique per worker process
-  double samples_per_s = 0;   // measured throughput (0: unknown)
-  int64_t step = -1;          // training step its in-memory state is at (-1: none)
-  uint64_t state_hash = 0;    // hash of that state, to see whether members agree
+  std::string id;            // unique per worker process
+  double samples_per_s = 0;  // measured throughput (0: unknown)
+  int64_t step = -1;         // training step its in-memory state is at (-1: none)
+  uint64_t state_hash = 0;   // hash of that state, to see whether members agree
 };
 
 struct Generation {

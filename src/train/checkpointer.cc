@@ -72,6 +72,15 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Open(const TrainSpec& spec) 
   if (ck.interval == "auto") {
     m->interval.emplace(
         ckpt::IntervalOptions{.mtbf_s = ck.mtbf_hours * 3600, .max_overhead = ck.max_overhead});
+    // The save cost the job's previous writer measured, from its newest
+    // version: a replacement worker saves on schedule from its first step.
+    std::vector<ckpt::VersionInfo> versions = m->store->List();
+    if (!versions.empty()) {
+      auto meta = nlohmann::json::parse(versions.front().meta_json, nullptr, false);
+      if (meta.is_object() && meta.contains("save_cost_s") && meta["save_cost_s"].is_number()) {
+        m->interval->Seed(meta["save_cost_s"].get<double>());
+      }
+    }
   }
   return std::unique_ptr<Checkpointer>(new Checkpointer(std::move(m)));
 }
@@ -95,6 +104,9 @@ Result<double> Checkpointer::Save(const TrainRefs& s, std::optional<double> test
                          {"test_accuracy", c.last_test_accuracy}};
   if (test_loss) meta["test_loss"] = *test_loss;
   if (c.rollbacks > 0) meta["rollbacks"] = c.rollbacks;
+  if (m.interval && m.interval->CostSeconds() > 0) {
+    meta["save_cost_s"] = m.interval->CostSeconds();
+  }
   m.parent_version = m.saver->Submit(box, {.step = c.step,
                                            .parent = m.parent_version,
                                            .meta_json = meta.dump(),
@@ -190,6 +202,7 @@ Result<RollbackEvent> Checkpointer::Rollback(const TrainRefs& s, int64_t batch,
         fmt::format("{} at step {}, and no checkpoint before step {} to roll back to", reason,
                     at_step, before));
   }
+  for (const std::string& why : loaded->skipped) spdlog::warn("skipping checkpoint: {}", why);
   const TrainerCounters now = counters;
   SPOT_ASSIGN_OR_RETURN(TrainerCounters c, RestoreTrainState(loaded->container, *s.model,
                                                              *s.optimizer, s.optimizer_type));
