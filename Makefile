@@ -8,7 +8,7 @@ JOBS       ?= $(shell nproc)
 # ctest runs two test programs at a time; each keeps its own threads small.
 TEST_JOBS  ?= 2
 
-.PHONY: all deps build demo test fault bench asan format clean
+.PHONY: all deps build demo test fault bench asan fuzz format clean
 
 all: build
 
@@ -49,6 +49,14 @@ asan: deps
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(TEST_JOBS)
+
+# libFuzzer targets for the parsers (fuzz/, docs/fuzzing.md), built with clang 14
+# (installed by scripts/install-fuzz-deps.sh): each runs FUZZ_SECONDS, then a
+# table of executions, coverage and crashes. Crashes: build-fuzz/artifacts/.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@bash scripts/install-fuzz-deps.sh
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(JOBS) bash scripts/fuzz.sh
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')

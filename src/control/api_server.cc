@@ -20,6 +20,7 @@
 
 #include "core/file_io.h"
 #include "core/net.h"
+#include "monitor/http_guard.h"
 #include "monitor/metrics.h"
 
 namespace spot::control {
@@ -274,14 +275,16 @@ std::optional<RouteMatch> MatchPath(std::string_view path) {
 class HttpApiServer final : public ApiServer {
  public:
   HttpApiServer(JobStore* store, std::string host, std::string token,
-                std::function<Status(const std::string&)> cancel, ApiPages pages)
+                std::function<Status(const std::string&)> cancel, ApiPages pages,
+                const monitor::HttpGuardOptions& http)
       : store_(store),
         host_(std::move(host)),
         token_(std::move(token)),
         cancel_(std::move(cancel)),
-        pages_(std::move(pages)) {}
+        pages_(std::move(pages)),
+        server_(monitor::NewGuardedHttpServer(http)) {}
   ~HttpApiServer() override {
-    server_.stop();
+    server_->stop();
     if (thread_.joinable()) thread_.join();
   }
 
@@ -320,7 +323,7 @@ class HttpApiServer final : public ApiServer {
   const std::string token_;
   const std::function<Status(const std::string&)> cancel_;
   const ApiPages pages_;
-  httplib::Server server_;
+  const std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   int port_ = 0;
 };
@@ -328,27 +331,27 @@ class HttpApiServer final : public ApiServer {
 Status HttpApiServer::Listen(int port) {
   auto handler = [this](const httplib::Request& req, httplib::Response& res) { Handle(req, res); };
   // Every method goes to one router, which can tell 404 from 405.
-  server_.Get(".*", handler)
+  server_->Get(".*", handler)
       .Post(".*", handler)
       .Put(".*", handler)
       .Patch(".*", handler)
       .Delete(".*", handler)
       .Options(".*", handler);
-  server_.set_socket_options(SetReuseAddressOnly);  // one controller per port
-  server_.set_tcp_nodelay(true);
-  server_.set_payload_max_length(64 * 1024);
-  int bound =
-      port == 0 ? server_.bind_to_any_port(host_) : (server_.bind_to_port(host_, port) ? port : -1);
+  server_->set_socket_options(SetReuseAddressOnly);  // one controller per port
+  server_->set_tcp_nodelay(true);
+  server_->set_payload_max_length(64 * 1024);
+  int bound = port == 0 ? server_->bind_to_any_port(host_)
+                        : (server_->bind_to_port(host_, port) ? port : -1);
   if (bound <= 0) {
     return UnavailableError(
         fmt::format("API server: cannot listen on {}:{}: {}", host_, port, std::strerror(errno)));
   }
   port_ = bound;
-  thread_ = std::thread([this] { server_.listen_after_bind(); });
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
   auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
-  while (!server_.is_running()) {
+  while (!server_->is_running()) {
     if (std::chrono::steady_clock::now() > deadline) {
-      server_.stop();
+      server_->stop();
       thread_.join();
       return UnavailableError(fmt::format("API server on {}: did not start", url()));
     }
@@ -559,7 +562,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(
   }
   SPOT_ASSIGN_OR_RETURN(std::string token, LoadOrCreateToken(options.token_path));
   auto server = std::make_unique<HttpApiServer>(store, options.host, std::move(token),
-                                                std::move(cancel), options.pages);
+                                                std::move(cancel), options.pages, options.http);
   SPOT_RETURN_IF_ERROR(server->Listen(options.port));
   return std::unique_ptr<ApiServer>(std::move(server));
 }

@@ -27,6 +27,7 @@
 
 #include "control/job_store.h"
 #include "core/status.h"
+#include "monitor/http_guard.h"
 
 namespace spot::control {
 
@@ -45,6 +46,9 @@ struct ApiOptions {
   // read when present (so a restarted controller keeps its token).
   std::string token_path;
   ApiPages pages;
+  // Connection cap and timeouts against slow or idle clients (monitor/http_guard.h):
+  // healthz answers while others hold connections.
+  monitor::HttpGuardOptions http;
 };
 
 class ApiServer {

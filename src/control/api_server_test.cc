@@ -4,13 +4,16 @@
 #include <httplib.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <vector>
 
 #include "core/temp_dir.h"
+#include "monitor/bad_clients_testing.h"
 
 namespace spot::control {
 namespace {
@@ -149,6 +152,38 @@ TEST_F(ApiServerTest, Healthz) {
   ASSERT_TRUE(r) << httplib::to_string(r.error());
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(Body(r), json({{"ok", true}}));
+}
+
+// Issue 20: ten slow-loris clients (a header byte a second, never done) took
+// every server thread and healthz timed out for 30 s; 200 idle sockets did
+// the same for 12-20 s. Now healthz answers at once (the client gives it 5 s
+// to), and the slow clients are closed (at the request timeout, 5 s, or
+// sooner to make room for the crowd).
+TEST_F(ApiServerTest, HealthzAnswersWhileSlowAndIdleClientsHoldConnections) {
+  auto healthz = [&](const char* when) {
+    for (int i = 0; i < 3; ++i) {
+      httplib::Client fresh(server_->url());
+      fresh.set_connection_timeout(std::chrono::seconds(5));
+      fresh.set_read_timeout(std::chrono::seconds(5));
+      auto r = fresh.Get("/api/v1/healthz");
+      ASSERT_TRUE(r) << when << ", try " << i << ": " << httplib::to_string(r.error());
+      EXPECT_EQ(r->status, 200);
+    }
+  };
+  spot::testing::BadClients bad(server_->port());
+  ASSERT_TRUE(bad.OpenSlow(10));
+  const auto fed = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (bad.slow_bytes_sent() < 20 && std::chrono::steady_clock::now() < fed) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  healthz("with 10 slow clients");
+  ASSERT_TRUE(bad.OpenIdle(200));
+  healthz("with 10 slow and 200 idle clients");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (bad.slow_closed() < 10 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(bad.slow_closed(), 10) << "slow clients still open after 30 s";
 }
 
 // The monitor's pages: /metrics, the http_sd targets, the dashboard's page and

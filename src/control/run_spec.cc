@@ -6,6 +6,12 @@ void ReadRunSpecFields(SpecReader& top, RunSpec* out) {
   RunSpec& s = *out;
   s.source = top.file();
   top.String("name", &s.name, /*required=*/true);
+  // The name is a directory (runs/<name>) and part of the API's URLs.
+  if (top.Has("name") && (s.name.empty() || s.name == "." || s.name == ".." ||
+                          s.name.find_first_of("/\\ \t\n") != std::string::npos)) {
+    top.AddError("name",
+                 "must be a non-empty name without '/', '\\' or spaces (got '" + s.name + "')");
+  }
   ReadComponent(top, "policy", &s.policy);
   ReadComponent(top, "provider", &s.provider);
   top.Double("compute_hours", &s.compute_hours, {.min = 0, .min_exclusive = true});
@@ -37,14 +43,13 @@ void ReadRunSpecFields(SpecReader& top, RunSpec* out) {
   m.Double("time_compression", &s.market.time_compression, {.min = 0, .min_exclusive = true});
   m.Double("notice_seconds", &s.market.notice_seconds, {.min = 0, .max = 3600});
   m.Enum("metadata", &s.market.metadata, {"aws", "gcp", "azure"});
-  m.String("capacity_scale", &s.market.capacity_scale);
-  if (s.market.capacity_scale != "auto") {
-    char* end = nullptr;
-    long v = std::strtol(s.market.capacity_scale.c_str(), &end, 10);
-    if (end == s.market.capacity_scale.c_str() || *end != '\0' || v < 1) {
-      m.AddError("capacity_scale",
-                 "must be auto or an integer >= 1 (got '" + s.market.capacity_scale + "')");
-    }
+  std::string scale = "auto";
+  m.String("capacity_scale", &scale);
+  if (scale != "auto" && scale.find_first_of("0123456789") == std::string::npos) {
+    m.AddError("capacity_scale", "must be auto or an integer in [1, " +
+                                     std::to_string(kMaxCapacityScale) + "] (got '" + scale + "')");
+  } else if (scale != "auto") {  // a number: parsed once, with its bounds
+    m.Int("capacity_scale", &s.market.capacity_scale, {.min = 1, .max = kMaxCapacityScale});
   }
 
   SpecReader& c = top.Section("controller");

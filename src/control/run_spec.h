@@ -27,19 +27,30 @@ struct ResourcesSpec {
 };
 
 struct MarketSpec {
-  std::vector<std::string> traces;         // availability JSON files, one per zone
-  std::string prices;                      // spot price change points (CSV); "" = none
-  std::string when_missing = "synthetic";  // traces absent: synthetic | error
+  // Availability JSON files, one per zone, each named "<zone>_<kind>.json"
+  // or "<zone>.json"; none: the default synthetic market.
+  std::vector<std::string> traces;
+  std::string prices;  // spot price change points (CSV); "" = none
+  // A named trace or price file that does not exist: "error", or
+  // "synthetic": synthetic data stands in for that file alone (a trace for
+  // its zone, or prices for the zones), with a warning and a note in the
+  // run's summary; the zones stay those the job names.
+  std::string when_missing = "synthetic";
   int64_t synthetic_seed = 1;
   int64_t start_tick = 0;        // tick of the traces at which the job starts
   double time_compression = 60;  // simulated seconds per wall second (> 0)
   double notice_seconds = 120;   // interruption notice ahead of a reclaim (>= 0)
   std::string metadata = "aws";  // the metadata service the instances see: aws | gcp | azure
-  // Capacity of a trace tick for the gang: "auto" multiplies single-instance
-  // probe traces (counts 0/1) by `nodes`, so a probe that got one instance
-  // stands for the gang; a number multiplies every count by it.
-  std::string capacity_scale = "auto";
+  // Capacity of a trace tick for the gang: "auto" (0 here) multiplies
+  // single-instance probe traces (counts 0/1) by `nodes`, so a probe that got
+  // one instance stands for the gang; a number in [1, kMaxCapacityScale]
+  // multiplies every count by it.
+  int capacity_scale = 0;
 };
+
+// The largest market.capacity_scale: a trace's counts (at most
+// market::kMaxAvailableCount) times it stay within int32.
+inline constexpr int kMaxCapacityScale = 1000;
 
 struct ControllerSpec {
   std::string state_dir;               // default: <train.output_dir>/controller
@@ -52,7 +63,7 @@ struct ControllerSpec {
 
 struct RunSpec {
   std::string source;  // the file
-  std::string name;    // the job's name (train.name is set to it)
+  std::string name;    // the job's name (train.name is set to it): one path component
   // A registered policy, with its parameters: `policy: up` or
   // `policy: {name: hazard-up, min_runs: 8}` (docs/job-spec.md).
   ComponentConfig policy{.name = "greedy", .field = "policy"};

@@ -57,5 +57,35 @@ TEST(RunSpec, BadPolicyParametersNameTheirLine) {
   EXPECT_FALSE(nameless.ok());
 }
 
+// market.capacity_scale is parsed once, with its bounds, into an int (0 =
+// auto): 99999999999 passed a check on a long and then aborted in std::stoi.
+TEST(RunSpec, CapacityScaleIsAutoOrABoundedInteger) {
+  auto scale = [](const std::string& v) {
+    return Read("name: j\nmarket:\n  capacity_scale: " + v);
+  };
+  ASSERT_TRUE(Read("name: j\n").ok());
+  EXPECT_EQ(Read("name: j\n")->market.capacity_scale, 0);
+  EXPECT_EQ(scale("auto")->market.capacity_scale, 0);
+  EXPECT_EQ(scale("4")->market.capacity_scale, 4);
+  EXPECT_EQ(scale("1000")->market.capacity_scale, 1000);
+  const struct {
+    std::string value, message;
+  } bad[] = {
+      {"99999999999", "job.yaml:3:19: market.capacity_scale: must be <= 1000 (got 1e+11)"},
+      {"0", "market.capacity_scale: must be >= 1 (got 0)"},
+      {"-3", "market.capacity_scale: must be >= 1 (got -3)"},
+      {"lots", "market.capacity_scale: must be auto or an integer in [1, 1000] (got 'lots')"},
+      {"2.5", "market.capacity_scale: expected an integer (got '2.5')"},
+      {"\"4\"", "market.capacity_scale: expected an integer, got the string \"4\""},
+      {"08", "market.capacity_scale: '08' has a leading zero"},
+  };
+  for (const auto& b : bad) {
+    auto s = scale(b.value);
+    ASSERT_FALSE(s.ok()) << b.value;
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find(b.message), std::string::npos) << s.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace spot::control

@@ -1,8 +1,6 @@
 #include "core/config_fields.h"
 
-#include <charconv>
-#include <cmath>
-#include <cstdlib>
+#include "core/number_text.h"
 
 namespace spot {
 namespace {
@@ -34,36 +32,29 @@ class Collector final : public FieldVisitor {
   std::vector<FieldInfo> fields;
 };
 
-// Parses the parameters' text, strictly: a decimal integer, a finite number,
-// true or false (no YAML octal, no "yes").
+// Parses the parameters' text, strictly: numbers by number_text.h's rule
+// (decimal, no leading zero, never quoted), true or false (no "yes").
 class Reader final : public FieldVisitor {
  public:
   explicit Reader(const ComponentConfig& c) : c_(c) {}
 
   void Double(std::string_view name, double* v, const Bounds& b, std::string_view) override {
-    const std::string* text = Take(name);
+    const std::string* text = TakeNumber(name, "a number");
     if (!text) return;
-    char* end = nullptr;
-    const double x = std::strtod(text->c_str(), &end);
-    if (text->empty() || *end != '\0' || !std::isfinite(x)) {
-      return Error(name, "expected a finite number (got '" + *text + "')");
-    }
-    if (std::string why = BoundsViolation(x, b); !why.empty()) return Error(name, why);
-    *v = x;
+    Result<double> x = ParseNumber(*text);
+    if (!x.ok()) return Error(name, std::string(x.status().message()));
+    if (std::string why = BoundsViolation(*x, b); !why.empty()) return Error(name, why);
+    *v = *x;
   }
   void Int(std::string_view name, int64_t* v, const Bounds& b, std::string_view) override {
-    const std::string* text = Take(name);
+    const std::string* text = TakeNumber(name, "an integer");
     if (!text) return;
-    int64_t x = 0;
-    auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), x);
-    const bool leading_zero = text->size() > 1 && (*text)[0] == '0';
-    if (ec != std::errc() || end != text->data() + text->size() || leading_zero) {
-      return Error(name, "expected a decimal integer (got '" + *text + "')");
-    }
-    if (std::string why = BoundsViolation(static_cast<double>(x), b); !why.empty()) {
+    Result<int64_t> x = ParseInteger(*text);
+    if (!x.ok()) return Error(name, std::string(x.status().message()));
+    if (std::string why = BoundsViolation(static_cast<double>(*x), b); !why.empty()) {
       return Error(name, why);
     }
-    *v = x;
+    *v = *x;
   }
   void Bool(std::string_view name, bool* v, std::string_view) override {
     const std::string* text = Take(name);
@@ -106,6 +97,16 @@ class Reader final : public FieldVisitor {
     auto it = c_.params.find(std::string(name));
     return it == c_.params.end() ? nullptr : &it->second;
   }
+  // Take, refusing a quoted value: "8" is a string.
+  const std::string* TakeNumber(std::string_view name, std::string_view kind) {
+    const std::string* text = Take(name);
+    if (text && c_.quoted.count(std::string(name))) {
+      Error(name, "expected " + std::string(kind) + ", got the string \"" + *text +
+                      "\" (write numbers without quotes)");
+      return nullptr;
+    }
+    return text;
+  }
   void Error(std::string_view name, const std::string& why) {
     auto w = c_.where.find(std::string(name));
     const std::string where = w == c_.where.end() ? "" : w->second + ": ";
@@ -147,6 +148,7 @@ void ReadComponent(SpecReader& reader, std::string_view key, ComponentConfig* ou
     section.String(k, &text);
     out->params[k] = text;
     out->where[k] = section.Where(k);
+    if (section.Quoted(k)) out->quoted.insert(k);
   }
 }
 

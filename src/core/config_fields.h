@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,6 +54,7 @@ struct ComponentConfig {
   std::map<std::string, std::string> params;  // parameter -> its scalar as written
   std::map<std::string, std::string> where;   // parameter -> "job.yaml:7:9"
   std::string field;                          // the job file's field, "policy"
+  std::set<std::string> quoted;  // parameters written in quotes: strings, never numbers
 };
 
 using DeclareFn = std::function<void(FieldVisitor&)>;

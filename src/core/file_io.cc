@@ -1,6 +1,7 @@
 #include "core/file_io.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -30,28 +31,79 @@ Status WriteAll(int fd, std::string_view data, const std::string& path) {
   return Status::Ok();
 }
 
+// What a file that is not a regular one is, for messages.
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a named pipe (FIFO)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+Status NotRegular(const std::string& path, mode_t mode) {
+  return InvalidArgumentError(path + ": is " + FileKind(mode) + ", expected a regular file");
+}
+
+// An open regular file, closed on destruction. Open never blocks: a FIFO is
+// opened with O_NONBLOCK (and refused), a directory or a device is refused
+// before anything is read from it (lseek on an ext4 directory reports a size
+// of 2^63 - 1; /dev/zero never ends).
+struct RegularFile {
+  int fd = -1;
+  off_t size = 0;
+
+  static Result<RegularFile> Open(const std::string& path) {
+    RegularFile f;
+    struct stat st;
+    f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (f.fd < 0) {
+      const int err = errno;  // ENXIO: a socket, which open refuses
+      if (err == ENXIO && ::stat(path.c_str(), &st) == 0) return NotRegular(path, st.st_mode);
+      return ErrnoStatus("opening", path, err);
+    }
+    if (::fstat(f.fd, &st) != 0) return ErrnoStatus("inspecting", path, errno);
+    if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+    const int flags = ::fcntl(f.fd, F_GETFL);
+    if (flags < 0 || ::fcntl(f.fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+      return ErrnoStatus("opening", path, errno);
+    }
+    f.size = st.st_size;
+    return f;
+  }
+  RegularFile() = default;
+  RegularFile(RegularFile&& o) noexcept : fd(std::exchange(o.fd, -1)), size(o.size) {}
+  RegularFile& operator=(RegularFile&&) = delete;
+  ~RegularFile() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+Status TooLarge(const std::string& path, uint64_t size, uint64_t max_bytes) {
+  return InvalidArgumentError(path + ": too large (" + std::to_string(size) + " bytes; at most " +
+                              std::to_string(max_bytes) + " are read from a file of this kind)");
+}
+
 }  // namespace
 
-Result<std::string> ReadFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("opening", path, errno);
+Result<std::string> ReadFile(const std::string& path, uint64_t max_bytes) {
+  SPOT_ASSIGN_OR_RETURN(RegularFile file, RegularFile::Open(path));
+  const uint64_t size = static_cast<uint64_t>(file.size);
+  if (size > max_bytes) return TooLarge(path, size, max_bytes);
   std::string out;
-  off_t size = ::lseek(fd, 0, SEEK_END);
-  if (size > 0) out.reserve(static_cast<size_t>(size));
-  ::lseek(fd, 0, SEEK_SET);
+  out.reserve(static_cast<size_t>(size));
   char buf[1 << 16];
   for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
+    ssize_t n = ::read(file.fd, buf, sizeof(buf));
     if (n < 0) {
       if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus("reading", path, err);
+      return ErrnoStatus("reading", path, errno);
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
+    // The file may grow while it is read.
+    if (out.size() > max_bytes) return TooLarge(path, out.size(), max_bytes);
   }
-  ::close(fd);
   return out;
 }
 
@@ -170,25 +222,20 @@ Status WriteFileAtomically(const std::string& path, std::span<const std::string_
 }
 
 Status ReadFileRange(const std::string& path, uint64_t offset, std::span<char> dst) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("opening", path, errno);
+  SPOT_ASSIGN_OR_RETURN(RegularFile file, RegularFile::Open(path));
   size_t done = 0;
   while (done < dst.size()) {
     ssize_t n =
-        ::pread(fd, dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
+        ::pread(file.fd, dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus("reading", path, err);
+      return ErrnoStatus("reading", path, errno);
     }
     if (n == 0) {
-      ::close(fd);
       return DataLossError(path + ": file ends before byte " + std::to_string(offset + dst.size()));
     }
     done += static_cast<size_t>(n);
   }
-  ::close(fd);
   return Status::Ok();
 }
 

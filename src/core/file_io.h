@@ -15,8 +15,14 @@
 
 namespace spot {
 
-// Reads the whole file. NotFound when it does not exist, Unavailable on I/O errors.
-Result<std::string> ReadFile(const std::string& path);
+// No limit on the size of a file ReadFile reads.
+inline constexpr uint64_t kNoSizeLimit = UINT64_MAX;
+
+// Reads the whole file. NotFound when it does not exist, Unavailable on I/O
+// errors. InvalidArgument, naming the file and the reason, for anything but a
+// regular file (a directory, a FIFO, a device: opening never blocks on a
+// FIFO) and for a file larger than `max_bytes`.
+Result<std::string> ReadFile(const std::string& path, uint64_t max_bytes = kNoSizeLimit);
 
 // Writes the concatenation of `pieces` to `path` atomically (see above).
 // Leaves no temporary file behind on failure.
@@ -73,7 +79,7 @@ class AppendLog {
 };
 
 // Reads `dst.size()` bytes at `offset`. DataLoss when the file is shorter,
-// NotFound when it does not exist.
+// NotFound when it does not exist, InvalidArgument when it is not a regular file.
 Status ReadFileRange(const std::string& path, uint64_t offset, std::span<char> dst);
 
 // fsyncs a directory so that entries created, renamed or removed in it persist.

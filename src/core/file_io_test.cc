@@ -1,6 +1,7 @@
 #include "core/file_io.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <optional>
@@ -89,6 +90,47 @@ TEST_F(FileIoTest, AppendLogAddsWholeLinesAndAnEmptyPathWritesNothing) {
   auto bad = AppendLog::Open((dir_ / "no" / "such" / "log").string());
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("no/such/log"), std::string::npos);
+}
+
+// Anything but a regular file is refused before a byte is read, with the
+// path and what it is: a directory (whose lseek(SEEK_END) on ext4 is 2^63 - 1,
+// once a std::bad_alloc), a FIFO (whose open blocked until a writer came), a
+// device (/dev/zero never ends).
+TEST_F(FileIoTest, OnlyRegularFilesAreRead) {
+  const std::string fifo = (dir_ / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const struct {
+    std::string path, kind;
+  } cases[] = {{dir_.string(), "is a directory"},
+               {fifo, "is a named pipe (FIFO)"},
+               {"/dev/zero", "is a character device"},
+               {"/dev/null", "is a character device"}};
+  for (const auto& c : cases) {
+    auto r = ReadFile(c.path);
+    ASSERT_FALSE(r.ok()) << c.path;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << c.path;
+    EXPECT_EQ(r.status().message(), c.path + ": " + c.kind + ", expected a regular file");
+    char byte;
+    Status range = ReadFileRange(c.path, 0, std::span<char>(&byte, 1));
+    EXPECT_EQ(range.code(), StatusCode::kInvalidArgument) << c.path;
+  }
+}
+
+TEST_F(FileIoTest, SizeLimit) {
+  const std::string path = (dir_ / "ten").string();
+  ASSERT_TRUE(WriteFileAtomically(path, "0123456789").ok());
+  EXPECT_EQ(*ReadFile(path, 10), "0123456789");
+  auto r = ReadFile(path, 9);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find(path + ": too large (10 bytes"), std::string::npos)
+      << r.status().message();
+  // An empty file, and one whose size stat does not know (procfs).
+  ASSERT_TRUE(WriteFileAtomically(path, "").ok());
+  EXPECT_EQ(*ReadFile(path, 0), "");
+  auto stat = ReadFile("/proc/self/stat");
+  ASSERT_TRUE(stat.ok()) << stat.status().ToString();
+  EXPECT_FALSE(stat->empty());
 }
 
 }  // namespace

@@ -94,6 +94,7 @@ std::string ProgressReportJson(const ProgressReport& r) {
             {"restored_step", r.restored_step},
             {"done", r.done}};
   if (r.fraction >= 0) j["fraction"] = r.fraction;
+  if (!r.stragglers.empty()) j["stragglers"] = r.stragglers;
   return j.dump();
 }
 
@@ -118,6 +119,16 @@ Result<ProgressReport> ParseProgressReport(const std::string& text) {
   read("restored_step", &r.restored_step);
   read("done", &r.done);
   read("fraction", &r.fraction);
+  if (bad.empty() && j.contains("stragglers")) {
+    const json& s = j["stragglers"];
+    if (!s.is_array()) bad = "stragglers";
+    for (size_t i = 0; bad.empty() && i < s.size(); ++i) {
+      if (!s[i].is_string())
+        bad = "stragglers";
+      else
+        r.stragglers.push_back(s[i].get<std::string>());
+    }
+  }
   if (!bad.empty()) {
     return InvalidArgumentError("progress report: field '" + bad + "' has the wrong type");
   }

@@ -45,6 +45,8 @@ struct ProgressReport {
   // Of the job done, when the training knows it better than step /
   // total_steps (a stand-in training in virtual time); -1: step / total.
   double fraction = -1;
+  // Workers of the current generation flagged as stragglers (their ids).
+  std::vector<std::string> stragglers;
 };
 
 // One line of a job's step log (JobFiles::step_log): a committed step, as

@@ -44,6 +44,11 @@ TEST(ProgressReport, RoundTripsAndKeepsDefaults) {
   EXPECT_EQ(back->fraction, -1);  // not written when unknown
   r.fraction = 0.5;
   EXPECT_EQ(ParseProgressReport(ProgressReportJson(r))->fraction, 0.5);
+  EXPECT_TRUE(back->stragglers.empty());
+  r.stragglers = {"i-0a", "i-0b"};
+  EXPECT_EQ(ParseProgressReport(ProgressReportJson(r))->stragglers, r.stragglers);
+  EXPECT_FALSE(ParseProgressReport(R"({"stragglers": "i-0a"})").ok());
+  EXPECT_FALSE(ParseProgressReport(R"({"stragglers": [3]})").ok());
   auto sparse = ParseProgressReport(R"({"step": 3})");
   ASSERT_TRUE(sparse.ok());
   EXPECT_EQ(sparse->step, 3);

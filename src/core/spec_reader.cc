@@ -1,12 +1,14 @@
 #include "core/spec_reader.h"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <algorithm>
-#include <cmath>
-#include <fstream>
+#include <climits>
 #include <set>
 #include <sstream>
 
 #include "core/file_io.h"
+#include "core/number_text.h"
 
 namespace spot {
 namespace {
@@ -33,7 +35,51 @@ std::string Quote(const YAML::Node& n) {
   return "nothing";
 }
 
+using namespace std::literals;
+
+std::string At(const std::string& file, const YAML::Mark& m) {
+  if (m.is_null()) return file;
+  return file + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+}
+
+int LineOf(std::string_view text, size_t byte) {
+  return 1 + static_cast<int>(std::count(text.begin(), text.begin() + byte, '\n'));
+}
+
+// Why `text` is not UTF-8 (or ASCII) text, or "". yaml-cpp would decode
+// UTF-16 and UTF-32 silently; a job file is UTF-8, as every tool around it
+// writes and reads it.
+std::string EncodingProblem(std::string_view text) {
+  const char* fix = ": save it as UTF-8";
+  if (text.starts_with("\x00\x00\xFE\xFF"sv) || text.starts_with("\xFF\xFE\x00\x00"sv)) {
+    return "is UTF-32 text (it starts with a UTF-32 byte-order mark)"s + fix;
+  }
+  if (text.starts_with("\xFE\xFF"sv) || text.starts_with("\xFF\xFE"sv)) {
+    return "is UTF-16 text (it starts with a UTF-16 byte-order mark)"s + fix;
+  }
+  if (size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return "line " + std::to_string(LineOf(text, nul)) +
+           " holds a NUL byte: not a text file, or UTF-16/UTF-32 text without a byte-order mark" +
+           fix;
+  }
+  return "";
+}
+
+// Quoted ("64", '64') and block scalars carry yaml-cpp's non-specific tag
+// "!"; an explicit !!str makes a string too.
+bool IsQuoted(const YAML::Node& n) {
+  return n.IsScalar() && (n.Tag() == "!" || n.Tag() == "tag:yaml.org,2002:str");
+}
+
 }  // namespace
+
+Result<std::string> ReadSpecFile(const std::string& path) {
+  auto text = ReadFile(path, kMaxSpecFileBytes);
+  if (!text.ok() && text.status().code() == StatusCode::kNotFound) {
+    return InvalidArgumentError(path + ": no such file");
+  }
+  return text;
+}
 
 std::string FormatNumber(double v) {
   std::ostringstream os;
@@ -78,13 +124,32 @@ SpecReader::SpecReader(std::string file, YAML::Node node, std::string prefix,
     : file_(std::move(file)), node_(node), prefix_(std::move(prefix)), shared_(std::move(shared)) {}
 
 Result<SpecReader> SpecReader::FromString(const std::string& text, const std::string& file_name) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return InvalidArgumentError(file_name + ":" + std::to_string(e.mark.line + 1) + ":" +
-                                std::to_string(e.mark.column + 1) + ": invalid YAML: " + e.msg);
+  if (text.size() > kMaxSpecFileBytes) {
+    return InvalidArgumentError(file_name + ": too large (" + std::to_string(text.size()) +
+                                " bytes; a job file holds at most " +
+                                std::to_string(kMaxSpecFileBytes) + ")");
   }
+  if (std::string why = EncodingProblem(text); !why.empty()) {
+    return InvalidArgumentError(file_name + ": " + why);
+  }
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own message for this is "bad file"; its mark is where its
+    // scanner had read to, which can be past the place.
+    return InvalidArgumentError(file_name + ": invalid YAML: mappings and lists nested more than " +
+                                std::to_string(e.depth() - 1) + " levels deep (by line " +
+                                std::to_string(e.mark.line + 1) + ", column " +
+                                std::to_string(e.mark.column + 1) + ")");
+  } catch (const YAML::Exception& e) {
+    return InvalidArgumentError(At(file_name, e.mark) + ": invalid YAML: " + e.msg);
+  }
+  if (docs.size() > 1) {
+    return InvalidArgumentError(At(file_name, docs[1].Mark()) +
+                                ": a second YAML document (after '---'): a job file holds one");
+  }
+  YAML::Node root = docs.empty() ? YAML::Node() : docs[0];
   if (!root.IsMap()) {
     return InvalidArgumentError(file_name + ": expected a mapping of fields at the top level");
   }
@@ -92,18 +157,16 @@ Result<SpecReader> SpecReader::FromString(const std::string& text, const std::st
 }
 
 Result<SpecReader> SpecReader::FromFile(const std::string& path) {
-  auto text = ReadFile(path);
-  if (!text.ok()) {
-    if (text.status().code() == StatusCode::kNotFound) {
-      return InvalidArgumentError(path + ": no such file");
-    }
-    return text.status();
-  }
-  return FromString(*text, path);
+  SPOT_ASSIGN_OR_RETURN(std::string text, ReadSpecFile(path));
+  return FromString(text, path);
 }
 
 bool SpecReader::Has(std::string_view key) const {
   return node_.IsMap() && node_[std::string(key)].IsDefined();
+}
+
+bool SpecReader::Quoted(std::string_view key) const {
+  return Has(key) && IsQuoted(node_[std::string(key)]);
 }
 
 bool SpecReader::IsMapping(std::string_view key) const {
@@ -130,11 +193,7 @@ YAML::Mark SpecReader::Mark(std::string_view key) const {
   return node_.Mark();
 }
 
-std::string SpecReader::Where(std::string_view key) const {
-  YAML::Mark m = Mark(key);
-  if (m.is_null()) return file_;
-  return file_ + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
-}
+std::string SpecReader::Where(std::string_view key) const { return At(file_, Mark(key)); }
 
 void SpecReader::AddError(std::string_view key, const std::string& reason) {
   shared_->errors.push_back(Where(key) + ": " + FieldName(key) + ": " + reason);
@@ -155,40 +214,49 @@ std::optional<YAML::Node> SpecReader::Scalar(std::string_view key, bool required
   return n;
 }
 
-void SpecReader::CheckBounds(std::string_view key, double v, const Bounds& b) {
-  if (std::string why = BoundsViolation(v, b); !why.empty()) AddError(key, why);
+std::optional<std::string> SpecReader::NumberText(std::string_view key, bool required,
+                                                  std::string_view kind) {
+  auto n = Scalar(key, required, kind);
+  if (!n) return std::nullopt;
+  if (IsQuoted(*n)) {
+    AddError(key, "expected " + std::string(kind) + ", got the string \"" + n->Scalar() +
+                      "\" (write numbers without quotes)");
+    return std::nullopt;
+  }
+  return n->Scalar();
+}
+
+bool SpecReader::CheckBounds(std::string_view key, double v, const Bounds& b) {
+  std::string why = BoundsViolation(v, b);
+  if (!why.empty()) AddError(key, why);
+  return why.empty();
 }
 
 void SpecReader::Int(std::string_view key, int64_t* out, Bounds bounds, bool required) {
-  auto n = Scalar(key, required, "an integer");
-  if (!n) return;
-  int64_t v;
-  try {
-    v = n->as<int64_t>();
-  } catch (const YAML::Exception&) {
-    AddError(key, "expected an integer (got " + Quote(*n) + ")");
-    return;
+  auto text = NumberText(key, required, "an integer");
+  if (!text) return;
+  Result<int64_t> v = ParseInteger(*text);
+  if (!v.ok()) return AddError(key, std::string(v.status().message()));
+  if (CheckBounds(key, static_cast<double>(*v), bounds)) *out = *v;
+}
+
+void SpecReader::Int(std::string_view key, int* out, Bounds bounds, bool required) {
+  int64_t v = *out;
+  const size_t errors = shared_->errors.size();
+  Int(key, &v, bounds, required);
+  if (shared_->errors.size() != errors) return;
+  if (v < INT_MIN || v > INT_MAX) {
+    return AddError(key, "is out of range for a 32-bit integer (got " + std::to_string(v) + ")");
   }
-  CheckBounds(key, static_cast<double>(v), bounds);
-  *out = v;
+  *out = static_cast<int>(v);
 }
 
 void SpecReader::Double(std::string_view key, double* out, Bounds bounds, bool required) {
-  auto n = Scalar(key, required, "a number");
-  if (!n) return;
-  double v;
-  try {
-    v = n->as<double>();
-  } catch (const YAML::Exception&) {
-    AddError(key, "expected a number (got " + Quote(*n) + ")");
-    return;
-  }
-  if (!std::isfinite(v)) {
-    AddError(key, "must be a finite number (got " + Quote(*n) + ")");
-    return;
-  }
-  CheckBounds(key, v, bounds);
-  *out = v;
+  auto text = NumberText(key, required, "a number");
+  if (!text) return;
+  Result<double> v = ParseNumber(*text);
+  if (!v.ok()) return AddError(key, std::string(v.status().message()));
+  if (CheckBounds(key, *v, bounds)) *out = *v;
 }
 
 void SpecReader::Bool(std::string_view key, bool* out) {

@@ -41,16 +41,32 @@ std::string FormatNumber(double v);
 // " (did you mean 'k'?)" for the known name closest to `key`, or "".
 std::string DidYouMean(std::string_view key, const std::vector<std::string>& known);
 
+// The largest job file read (a job file is a few kilobytes; this leaves room
+// for comments, and refuses a file that is something else).
+inline constexpr uint64_t kMaxSpecFileBytes = 4 << 20;
+
+// Reads a job file's text. InvalidArgument naming the file for a missing one
+// ("no such file"), anything but a regular file, or one over kMaxSpecFileBytes.
+Result<std::string> ReadSpecFile(const std::string& path);
+
 class SpecReader {
  public:
-  // Parses `path`. A missing file is NotFound; a YAML syntax error or a
-  // top level that is not a mapping is InvalidArgument naming the line.
+  // Reads `path` with ReadSpecFile and parses it with FromString.
   static Result<SpecReader> FromFile(const std::string& path);
-  // Parses `text` as if it were the contents of `file_name`.
+  // Parses `text` as if it were the contents of `file_name`. InvalidArgument
+  // naming the file (and the line where there is one) for text over
+  // kMaxSpecFileBytes, UTF-16/UTF-32 text (a byte-order mark or NUL bytes),
+  // a YAML syntax error, nesting too deep, more than one YAML document, or a
+  // top level that is not a mapping.
   static Result<SpecReader> FromString(const std::string& text, const std::string& file_name);
 
-  // Scalars. Absent optional fields leave *out unchanged (its value is the default).
+  // Scalars. Absent optional fields leave *out unchanged (its value is the
+  // default), and so does a value with an error. Numbers are read by
+  // number_text.h's rule: plain decimal, never quoted ("64" is a string),
+  // never with a leading zero.
   void Int(std::string_view key, int64_t* out, Bounds bounds = {}, bool required = false);
+  // As above, into an int: values outside int's range are errors too.
+  void Int(std::string_view key, int* out, Bounds bounds = {}, bool required = false);
   void Double(std::string_view key, double* out, Bounds bounds = {}, bool required = false);
   void Bool(std::string_view key, bool* out);
   void String(std::string_view key, std::string* out, bool required = false);
@@ -65,6 +81,9 @@ class SpecReader {
   SpecReader& Section(std::string_view key, bool required = false);
 
   bool Has(std::string_view key) const;
+  // True when `key` holds a scalar written in quotes (or as a block scalar):
+  // a string, which a number field refuses.
+  bool Quoted(std::string_view key) const;
   // True when `key` holds a mapping (a section), false when absent or not.
   bool IsMapping(std::string_view key) const;
   // The keys of this section, in file order.
@@ -90,7 +109,10 @@ class SpecReader {
 
   // Marks `key` known and returns its node when present and a scalar.
   std::optional<YAML::Node> Scalar(std::string_view key, bool required, std::string_view kind);
-  void CheckBounds(std::string_view key, double v, const Bounds& b);
+  // Scalar, and the text of a number: refuses a quoted one.
+  std::optional<std::string> NumberText(std::string_view key, bool required, std::string_view kind);
+  // Records why `v` breaks `b`, if it does; true when it does not.
+  bool CheckBounds(std::string_view key, double v, const Bounds& b);
   void CollectUnknown() const;
   YAML::Mark Mark(std::string_view key) const;
 

@@ -2,11 +2,19 @@
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <mutex>
 #include <random>
 #include <regex>
+#include <string_view>
 #include <thread>
 
 #include "core/clock.h"
@@ -213,9 +221,73 @@ Result<c10::intrusive_ptr<c10d::TCPStore>> HostTcpStore(const std::string& host,
   }
 }
 
-Result<RendezvousBackend> OpenRendezvous(const std::string& url, const std::string& job,
-                                         std::chrono::milliseconds liveness_ttl,
-                                         std::chrono::milliseconds timeout) {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// How often a wait for the store checks `stop`.
+constexpr std::chrono::milliseconds kStopCheck{50};
+
+// The probe, in LibTorch 1.13's TCPStore wire format
+// (torch/csrc/distributed/c10d/TCPStore.cpp): a query is a uint8 type and
+// its arguments; a string or byte vector is a uint64 length (host order) and
+// the bytes; a client puts "/" before every key. SET has no reply; GET
+// replies with the value as a byte vector. Every prober writes the same
+// value, so concurrent probes read back what they expect, and the store
+// keeps one small key.
+constexpr uint8_t kQuerySet = 0;
+constexpr uint8_t kQueryGet = 2;
+constexpr std::string_view kProbeKey = "spot/probe";
+constexpr std::string_view kProbeValue = "spot rendezvous probe 1";
+
+void AppendSized(std::string& out, std::string_view bytes) {
+  const uint64_t n = bytes.size();
+  out.append(reinterpret_cast<const char*>(&n), sizeof(n));
+  out.append(bytes);
+}
+
+std::string ProbeQueries() {
+  const std::string key = "/" + std::string(kProbeKey);
+  std::string q(1, static_cast<char>(kQuerySet));
+  AppendSized(q, key);
+  AppendSized(q, kProbeValue);
+  q.push_back(static_cast<char>(kQueryGet));
+  AppendSized(q, key);
+  return q;
+}
+
+std::string ProbeReply() {
+  std::string r;
+  AppendSized(r, kProbeValue);
+  return r;
+}
+
+// Bytes as text for an error message: printable ASCII kept, the rest escaped.
+std::string Printable(std::string_view bytes) {
+  std::string out;
+  for (unsigned char c : bytes) {
+    switch (c) {
+      case '\r':
+        out += "\\r";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        bool plain = c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+        out += plain ? std::string(1, static_cast<char>(c)) : fmt::format("\\x{:02x}", c);
+    }
+  }
+  return out;
+}
+
+struct Endpoint {
+  std::string scheme;  // "tcp" or "etcd"
+  std::string host;    // brackets kept for IPv6: "[::1]"
+  int port = 0;
+};
+
+Result<Endpoint> ParseRendezvousUrl(const std::string& url) {
   static const std::regex kForm(R"(^(tcp|etcd)://([A-Za-z0-9.\-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$)");
   std::smatch m;
   if (!std::regex_match(url, m, kForm) || std::stoi(m[3]) == 0 || std::stoi(m[3]) > 65535) {
@@ -224,27 +296,207 @@ Result<RendezvousBackend> OpenRendezvous(const std::string& url, const std::stri
         "(etcd's client URL), with a port in 1-65535",
         url));
   }
+  return Endpoint{.scheme = m[1], .host = m[2], .port = std::stoi(m[3])};
+}
+
+// One probe of a tcp:// rendezvous: every wait ends at the deadline, or as
+// soon as `stop` says so.
+class StoreProbe {
+ public:
+  StoreProbe(std::string url, std::chrono::milliseconds timeout, std::function<bool()> stop)
+      : url_(std::move(url)),
+        timeout_s_(std::chrono::duration<double>(timeout).count()),
+        deadline_(SteadyClock::now() + timeout),
+        stop_(std::move(stop)) {}
+  ~StoreProbe() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  StoreProbe(const StoreProbe&) = delete;
+  StoreProbe& operator=(const StoreProbe&) = delete;
+
+  Status Run(const Endpoint& e) {
+    SPOT_RETURN_IF_ERROR(Connect(e));
+    SPOT_RETURN_IF_ERROR(Send(ProbeQueries()));
+    return Expect(ProbeReply());
+  }
+
+ private:
+  Status Stopped() const {
+    return AbortedError(fmt::format("stopped while waiting for rendezvous {}", url_));
+  }
+  Status NoAnswer(std::string_view why) const {
+    return UnavailableError(fmt::format(
+        "rendezvous {} did not answer as a rendezvous within {:g} s ({})", url_, timeout_s_, why));
+  }
+  // Waits for `events` on fd_: true when ready, false at the deadline.
+  Result<bool> Wait(short events) const {
+    while (true) {
+      if (stop_ && stop_()) return Stopped();
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - SteadyClock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd_, events, 0};
+      int r = ::poll(&p, 1, static_cast<int>(std::min(left, kStopCheck).count()));
+      if (r > 0) return true;
+      if (r < 0 && errno != EINTR) return false;
+    }
+  }
+  // Sleeps up to `d` (less at the deadline), checking `stop`.
+  Status Pause(std::chrono::milliseconds d) const {
+    const auto until = std::min(deadline_, SteadyClock::now() + d);
+    while (SteadyClock::now() < until) {
+      if (stop_ && stop_()) return Stopped();
+      std::this_thread::sleep_for(
+          std::min<SteadyClock::duration>(kStopCheck, until - SteadyClock::now()));
+    }
+    return Status::Ok();
+  }
+  // One non-blocking connect to `a`; false (and why in `error`) when refused or late.
+  Result<bool> TryConnect(const addrinfo& a, std::string* error) {
+    fd_ = ::socket(a.ai_family, a.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a.ai_protocol);
+    if (fd_ < 0) {
+      *error = std::strerror(errno);
+      return false;
+    }
+    int err = ::connect(fd_, a.ai_addr, a.ai_addrlen) == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      SPOT_ASSIGN_OR_RETURN(bool ready, Wait(POLLOUT));
+      socklen_t len = sizeof(err);
+      err = ETIMEDOUT;
+      if (ready) ::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len);
+    }
+    if (err == 0) return true;
+    *error = std::strerror(err);
+    ::close(fd_);
+    fd_ = -1;
+    return false;
+  }
+  // Retries while nothing accepts (the store may not have started yet).
+  Status Connect(const Endpoint& e) {
+    std::string host = e.host;
+    if (host.starts_with('[')) host = host.substr(1, host.size() - 2);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* found = nullptr;
+    if (int rc = ::getaddrinfo(host.c_str(), std::to_string(e.port).c_str(), &hints, &found);
+        rc != 0) {
+      return UnavailableError(
+          fmt::format("rendezvous {}: cannot resolve {}: {}", url_, host, ::gai_strerror(rc)));
+    }
+    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addrs(found, ::freeaddrinfo);
+    std::string error = "no address";
+    while (true) {
+      for (const addrinfo* a = addrs.get(); a != nullptr; a = a->ai_next) {
+        SPOT_ASSIGN_OR_RETURN(bool connected, TryConnect(*a, &error));
+        if (connected) return Status::Ok();
+      }
+      if (SteadyClock::now() >= deadline_) {
+        return UnavailableError(
+            fmt::format("rendezvous {}: no store accepted a connection within {:g} s ({})", url_,
+                        timeout_s_, error));
+      }
+      SPOT_RETURN_IF_ERROR(Pause(std::chrono::milliseconds(100)));
+    }
+  }
+  Status Send(std::string_view bytes) {
+    while (!bytes.empty()) {
+      SPOT_ASSIGN_OR_RETURN(bool ready, Wait(POLLOUT));
+      if (!ready) return NoAnswer("it accepted the connection but took no data");
+      ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n < 0) {
+        return UnavailableError(
+            fmt::format("rendezvous {}: sending to it failed: {}", url_, std::strerror(errno)));
+      }
+      bytes.remove_prefix(static_cast<size_t>(n));
+    }
+    return Status::Ok();
+  }
+  // Reads until `want` has come, failing at the first byte that differs.
+  Status Expect(std::string_view want) {
+    std::string got;
+    while (got.size() < want.size()) {
+      SPOT_ASSIGN_OR_RETURN(bool ready, Wait(POLLIN));
+      if (!ready) {
+        return NoAnswer(got.empty()
+                            ? "it accepted the connection and sent nothing back"
+                            : fmt::format("it sent {} of {} bytes", got.size(), want.size()));
+      }
+      char buf[256];
+      ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n <= 0) {
+        return UnavailableError(fmt::format(
+            "rendezvous {} did not answer as a rendezvous: it closed the connection after {} "
+            "byte(s)",
+            url_, got.size()));
+      }
+      got.append(buf, static_cast<size_t>(n));
+      if (!std::string_view(got).starts_with(want.substr(0, std::min(got.size(), want.size())))) {
+        return FailedPreconditionError(fmt::format(
+            "rendezvous {} did not answer as a rendezvous: it replied \"{}\" (is it an HTTP "
+            "server or another service? expected `spot rendezvous` or a c10d TCPStore)",
+            url_, Printable(std::string_view(got).substr(0, 48))));
+      }
+    }
+    return Status::Ok();
+  }
+
+  const std::string url_;
+  const double timeout_s_;
+  const SteadyClock::time_point deadline_;
+  const std::function<bool()> stop_;
+  int fd_ = -1;
+};
+
+// LibTorch 1.13's TCPStore client waits in recv with no timeout in check,
+// compareSet, add and deleteKey; only wait (which get calls first) sets
+// SO_RCVTIMEO on its socket, and leaves it set. One wait for a key that
+// exists therefore bounds every later call on this client by `timeout`.
+void BoundEveryCall(c10d::TCPStore& store, std::chrono::milliseconds timeout) {
+  store.wait({std::string(kProbeKey)}, timeout);
+}
+
+}  // namespace
+
+Status ProbeRendezvous(const std::string& url, std::chrono::milliseconds timeout,
+                       const std::function<bool()>& stop) {
+  SPOT_ASSIGN_OR_RETURN(Endpoint e, ParseRendezvousUrl(url));
+  if (e.scheme != "tcp") return Status::Ok();
+  return StoreProbe(url, timeout, stop).Run(e);
+}
+
+Result<RendezvousBackend> OpenRendezvous(const std::string& url, const std::string& job,
+                                         std::chrono::milliseconds liveness_ttl,
+                                         std::chrono::milliseconds timeout) {
+  SPOT_ASSIGN_OR_RETURN(Endpoint e, ParseRendezvousUrl(url));
   RendezvousBackend b{.url = url};
-  const std::string host = m[2];
-  const int port = std::stoi(m[3]);
-  if (m[1] == "tcp") {
+  if (e.scheme == "tcp") {
+    // Before TCPStore, which would wait forever on a listener that is not one.
+    SPOT_RETURN_IF_ERROR(StoreProbe(url, timeout, nullptr).Run(e));
     try {
-      c10d::TCPStoreOptions o{.port = static_cast<uint16_t>(port),
+      // c10d's connect counts whole seconds: under 1 s it gives up at once.
+      c10d::TCPStoreOptions o{.port = static_cast<uint16_t>(e.port),
                               .isServer = false,
                               .waitWorkers = false,
-                              .timeout = timeout};
+                              .timeout = std::max(timeout, std::chrono::milliseconds(1000))};
       // Two connections: the rendezvous and its heartbeat thread on one, the
       // process groups (Gloo's own store traffic) on the other.
-      b.group_store = c10::make_intrusive<c10d::TCPStore>(host, o);
-      b.kv =
-          NewC10dKvStore(c10::make_intrusive<c10d::TCPStore>(host, o), kTcpKvPrefix, liveness_ttl);
-    } catch (const std::exception& e) {
-      return UnavailableError(fmt::format("rendezvous {}: {}", url, e.what()));
+      auto group = c10::make_intrusive<c10d::TCPStore>(e.host, o);
+      auto kv = c10::make_intrusive<c10d::TCPStore>(e.host, o);
+      BoundEveryCall(*group, timeout);
+      BoundEveryCall(*kv, timeout);
+      b.group_store = std::move(group);
+      b.kv = NewC10dKvStore(std::move(kv), kTcpKvPrefix, liveness_ttl);
+    } catch (const std::exception& ex) {
+      return UnavailableError(fmt::format("rendezvous {}: {}", url, ex.what()));
     }
     return b;
   }
   EtcdOptions eo;
-  eo.endpoint = fmt::format("http://{}:{}", host, port);
+  eo.endpoint = fmt::format("http://{}:{}", e.host, e.port);
   eo.key_prefix = "/spot/" + job + "/";
   eo.liveness_ttl = std::max(std::chrono::seconds(1),
                              std::chrono::duration_cast<std::chrono::seconds>(liveness_ttl));

@@ -9,9 +9,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
-
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -43,13 +43,27 @@ Result<c10::intrusive_ptr<c10d::TCPStore>> HostTcpStore(const std::string& host,
 
 struct RendezvousBackend {
   std::string url;
-  std::shared_ptr<KvStore> kv;                 // for the Rendezvous protocol
+  std::shared_ptr<KvStore> kv;                  // for the Rendezvous protocol
   c10::intrusive_ptr<c10d::Store> group_store;  // for the process groups (prefix per generation)
 };
 
+// Checks that "tcp://HOST:PORT" is a rendezvous store (a c10d TCPStore)
+// before anything blocks on it: connects (retrying while refused), writes a
+// probe key and reads it back, all within `timeout`, calling `stop` (when
+// set) every 50 ms meanwhile. OK at once for etcd:// (the etcd client has its
+// own timeouts). Errors name the address: InvalidArgument for a malformed
+// one; Unavailable when nothing accepts the connection, or nothing answers,
+// within `timeout` ("... did not answer as a rendezvous within N s");
+// FailedPrecondition when something else answers (an HTTP server, garbage);
+// Aborted as soon as `stop` returns true.
+Status ProbeRendezvous(const std::string& url, std::chrono::milliseconds timeout,
+                       const std::function<bool()>& stop = nullptr);
+
 // Connects to "tcp://HOST:PORT" or "etcd://HOST:PORT". InvalidArgument for a
-// malformed address (naming it and the accepted forms); Unavailable when the
-// store cannot be reached within `timeout`.
+// malformed address (naming it and the accepted forms); for tcp://, the
+// errors of ProbeRendezvous. Every later call on a tcp:// store gives up
+// (throws; Unavailable through the KvStore) after waiting `timeout` (at
+// least 1 s) for the store to answer.
 Result<RendezvousBackend> OpenRendezvous(const std::string& url, const std::string& job,
                                          std::chrono::milliseconds liveness_ttl,
                                          std::chrono::milliseconds timeout);

@@ -2,14 +2,20 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
+#include <optional>
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include "dist/fake_listener_testing.h"
 #include "dist/kv_store_contract.h"
 
 namespace spot::dist {
 namespace {
 
+using spot::testing::FakeListener;
+using spot::testing::Listener;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testing::Backend;
@@ -92,6 +98,89 @@ TEST(OpenRendezvousTest, TcpBackendSharesOneStoreForRendezvousAndGroups) {
   EXPECT_EQ(*b->kv->Get("k"), "v");
   a->group_store->set("g", {1});
   EXPECT_EQ(b->group_store->get("g"), (std::vector<uint8_t>{1}));
+}
+
+// ---- Listeners that are not a rendezvous store (issue 20) ----
+
+// The probe speaks the store's protocol: a real TCPStore (LibTorch's own
+// server) passes it, an etcd address is not probed.
+TEST(ProbeRendezvousTest, ARealStorePasses) {
+  auto server = HostTcpStore("127.0.0.1", 0, seconds(5));
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  const std::string url = "tcp://127.0.0.1:" + std::to_string((*server)->getPort());
+  for (int i = 0; i < 3; ++i) {  // again and again: the probe key stays valid
+    Status st = ProbeRendezvous(url, seconds(5));
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
+  EXPECT_TRUE(ProbeRendezvous("etcd://127.0.0.1:1", milliseconds(1)).ok());
+  EXPECT_EQ(ProbeRendezvous("redis://x:1", seconds(1)).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ProbeRendezvousTest, ASilentListenerIsUnavailableAtTheTimeout) {
+  FakeListener silent(Listener::kSilent);
+  for (auto open : {+[](const std::string& url) { return ProbeRendezvous(url, milliseconds(300)); },
+                    +[](const std::string& url) {
+                      return OpenRendezvous(url, "job", seconds(3), milliseconds(300)).status();
+                    }}) {
+    Status st = open(silent.url());
+    EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+    EXPECT_NE(st.message().find("rendezvous " + silent.url() +
+                                " did not answer as a rendezvous within 0.3 s"),
+              std::string::npos)
+        << st.message();
+  }
+}
+
+// Something else answers: an error at once, quoting what it said.
+TEST(ProbeRendezvousTest, AnHttpServerOrGarbageIsNotARendezvous) {
+  FakeListener http(Listener::kHttp);
+  Status st = ProbeRendezvous(http.url(), seconds(30));
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find("did not answer as a rendezvous: it replied \"HTTP/1.1 400"),
+            std::string::npos)
+      << st.message();
+  FakeListener garbage(Listener::kGarbage);
+  st = OpenRendezvous(garbage.url(), "job", seconds(3), seconds(30)).status();
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find(garbage.url() + " did not answer as a rendezvous"), std::string::npos)
+      << st.message();
+}
+
+TEST(ProbeRendezvousTest, StopEndsTheWaitAtOnce) {
+  FakeListener silent(Listener::kSilent);
+  std::atomic<bool> stop{false};
+  auto probe = std::async(std::launch::async, [&] {
+    return ProbeRendezvous(silent.url(), seconds(60), [&] { return stop.load(); });
+  });
+  while (silent.accepted() == 0) std::this_thread::sleep_for(milliseconds(5));
+  stop = true;
+  ASSERT_EQ(probe.wait_for(seconds(10)), std::future_status::ready);
+  Status st = probe.get();
+  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+  EXPECT_NE(st.message().find(silent.url()), std::string::npos) << st.message();
+}
+
+// LibTorch 1.13's TCPStore::check waits for its reply with no timeout. After
+// OpenRendezvous every call gives up at the timeout instead (the listener's
+// destructor ends a call that hangs, so this test fails rather than hangs).
+TEST(OpenRendezvousTest, AStoreThatStopsAnsweringTimesOutInsteadOfHanging) {
+  std::optional<FakeListener> store(std::in_place, Listener::kStoreThenSilent);
+  auto b = OpenRendezvous(store->url(), "job", seconds(3), milliseconds(500));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  auto get = std::async(std::launch::async, [&] { return b->kv->Get("state"); });
+  if (get.wait_for(seconds(20)) != std::future_status::ready) {
+    store.reset();  // closes the connection, which ends the call
+    FAIL() << "Get still waiting after 20 s";
+  }
+  auto got = get.get();
+  EXPECT_EQ(got.status().code(), StatusCode::kUnavailable) << got.status().ToString();
+  EXPECT_GE(store->swallowed(), 1);
+  auto check = std::async(std::launch::async, [&] { return b->group_store->check({"k"}); });
+  if (check.wait_for(seconds(20)) != std::future_status::ready) {
+    store.reset();
+    FAIL() << "check still waiting after 20 s";
+  }
+  EXPECT_THROW(check.get(), std::exception);
 }
 
 // A heartbeat key holding something other than a time (another program's

@@ -22,6 +22,7 @@
 #include "dist/gloo_sync.h"
 #include "dist/rendezvous.h"
 #include "dist/state_sync.h"
+#include "dist/straggler.h"
 #include "train/checkpointer.h"
 #include "train/partition.h"
 #include "train/pretrained.h"
@@ -107,6 +108,7 @@ class Worker {
   train::TrainerCounters counters_;
   std::optional<train::StepRunner> runner_;
   bool have_state_ = false;
+  std::optional<StragglerWatch> stragglers_;  // rank 0's watch over its group
   int64_t evaluated_step_ = -1;
 
   RendezvousBackend backend_;
@@ -237,6 +239,10 @@ Status Worker::SyncState(const Generation& g, Clock::time_point t0) {
   }
   have_state_ = true;
   runner_->Reset();
+  // Rank 0 reports the layer groups (the gradients are global: one is enough).
+  runner_->set_layer_stats_every(g.rank == 0 && opt_.observer.on_step ? 10 : 0);
+  stragglers_.emplace(StragglerOptions{.factor = spec_.distributed.straggler_factor,
+                                       .seconds = spec_.distributed.straggler_seconds});
   progress_step_ = counters_.step;
   last_progress_ = Clock::now();
   steps_in_generation_ = 0;
@@ -288,6 +294,17 @@ Result<StepResult> Worker::Step(const Generation& g, Slice batch) {
     SPOT_RETURN_IF_ERROR(RollBack(g, o));
     return result;
   }
+  if (g.rank == 0 && stragglers_) {
+    const double now = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+    for (int r : stragglers_->Observe(now, sync_->rates())) {
+      ++summary_.stragglers;
+      spdlog::warn(
+          "straggler: rank {} ({}) computes {:.0f} samples/s against the group's median {:.0f}, "
+          "more than {:g}x slower for {:g} s",
+          r, g.members[r].id, sync_->rates()[r], stragglers_->median(),
+          spec_.distributed.straggler_factor, spec_.distributed.straggler_seconds);
+    }
+  }
   // Every rank sees the same throughputs: re-balance the split now and then.
   if (spec_.distributed.balance && ++steps_in_generation_ % kBalanceEvery == 0) {
     weights_ = WeightsFromThroughput(sync_->rates());
@@ -317,6 +334,15 @@ void Worker::LogStep(const Generation& g, const train::StepOutcome& o, Slice bat
                                  mine.begin, mine.end));
   if (g.rank == 0) step_log_.Append(StepLogLine({counters_.step, counters_.epoch, o.loss, o.lr}));
   if (opt_.observer.on_step) {
+    std::vector<PhaseTime> phases;
+    phases.reserve(o.spans.size());
+    for (const train::PhaseSpan& p : o.spans) {
+      phases.push_back({train::StepPhaseName(p.phase), p.start, p.seconds});
+    }
+    std::vector<LayerStats> layers;
+    for (const train::LayerGroupStats& l : o.layers) {
+      layers.push_back({l.group, l.grad_norm, l.update_ratio});
+    }
     opt_.observer.on_step({.step = counters_.step,
                            .epoch = counters_.epoch,
                            .generation = g.number,
@@ -329,7 +355,12 @@ void Worker::LogStep(const Generation& g, const train::StepOutcome& o, Slice bat
                            .compute_seconds = o.compute_seconds,
                            .collective_seconds = sync_->collective_seconds(),
                            .samples = mine.size(),
-                           .batch = batch.size()});
+                           .batch = batch.size(),
+                           .phases = std::move(phases),
+                           .layers = std::move(layers),
+                           .stragglers = stragglers_ && g.rank == 0
+                                             ? static_cast<int>(stragglers_->stragglers().size())
+                                             : 0});
   }
 }
 
@@ -364,9 +395,11 @@ Status Worker::MaybeSave(bool force) {
   if (!ckpt_ || ckpt_->last_saved_step() == counters_.step) return Status::Ok();
   // The same rule as `spot train`: Young/Daly capped by measured overhead, or every N steps.
   if (!force && !ckpt_->Due(counters_.step)) return Status::Ok();
+  const auto save_start = Clock::now();
   SPOT_ASSIGN_OR_RETURN(double stall, ckpt_->Save(Refs()));
   if (opt_.observer.on_checkpoint) {
-    opt_.observer.on_checkpoint({.step = counters_.step, .stall_seconds = stall});
+    opt_.observer.on_checkpoint(
+        {.step = counters_.step, .stall_seconds = stall, .start = save_start});
   }
   for (const ckpt::SaveReport& r : ckpt_->TakeCompleted()) {
     if (opt_.observer.on_checkpoint_written) {
@@ -427,6 +460,12 @@ void Worker::WriteProgress(const Generation& g, double loss, bool done, bool for
   const auto now = Clock::now();
   if (!done && !force && Seconds(last_progress_write_, now) < 0.5) return;
   last_progress_write_ = now;
+  std::vector<std::string> stragglers;
+  if (stragglers_ && g.rank == 0) {
+    for (int rank : stragglers_->stragglers()) {
+      if (rank < g.world_size()) stragglers.push_back(g.members[rank].id);
+    }
+  }
   const ProgressReport r{.job = spec_.name,
                          .step = counters_.step,
                          .total_steps = runner_->total_steps(),
@@ -436,7 +475,8 @@ void Worker::WriteProgress(const Generation& g, double loss, bool done, bool for
                          .world = g.world_size(),
                          .generation = g.number,
                          .restored_step = restored_step_,
-                         .done = done};
+                         .done = done,
+                         .stragglers = std::move(stragglers)};
   Status st = WriteFileAtomically(opt_.progress_path, ProgressReportJson(r) + "\n");
   if (!st.ok()) spdlog::warn("progress file: {}", st.message());
 }
@@ -463,6 +503,7 @@ Status Worker::WriteOutputs(const Generation& g) {
       {"bytes_sent_per_step", last_step_bytes_},
       {"bytes_sent", summary_.bytes_sent},
       {"generations", summary_.generations},
+      {"stragglers", summary_.stragglers},
       {"model_path", model_path}};
   SPOT_RETURN_IF_ERROR(WriteFileAtomically(JobFiles{spec_.output_dir}.summary(), j.dump(2) + "\n"));
   WriteProgress(g, 0, /*done=*/true);

@@ -15,9 +15,11 @@
 // This header is LibTorch-free (the CLI holds it without parsing LibTorch).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "train/train_spec.h"
@@ -26,6 +28,18 @@ namespace spot::dist {
 
 // What a worker measured, handed to WorkerObserver callbacks on the training
 // thread (keep them quick: they run between steps).
+// One span of a step (data, forward, backward, sync, optimizer), for profiles.
+struct PhaseTime {
+  const char* phase = "";  // a static name
+  std::chrono::steady_clock::time_point start;
+  double seconds = 0;
+};
+// A layer group's gradient and update on a step (train::LayerGroupStats).
+struct LayerStats {
+  std::string group;
+  double grad_norm = 0;
+  double update_ratio = 0;  // ||update|| / ||weights||
+};
 struct StepStats {
   int64_t step = 0;   // the job's committed steps after this one
   int64_t epoch = 0;  // 0-based epoch the step belonged to
@@ -34,12 +48,15 @@ struct StepStats {
   int rank = 0;
   double loss = 0;  // mean training loss of the global batch
   double lr = 0;
-  double grad_norm = 0;           // L2 norm of the reduced (global mean) gradient
-  double step_seconds = 0;        // wall time of the whole step on this worker
-  double compute_seconds = 0;     // forward and backward of this worker's part
-  double collective_seconds = 0;  // the gradient and control all-reduces
-  int64_t samples = 0;            // this worker's part of the batch
-  int64_t batch = 0;              // the global batch
+  double grad_norm = 0;            // L2 norm of the reduced (global mean) gradient
+  double step_seconds = 0;         // wall time of the whole step on this worker
+  double compute_seconds = 0;      // forward and backward of this worker's part
+  double collective_seconds = 0;   // the gradient and control all-reduces
+  int64_t samples = 0;             // this worker's part of the batch
+  int64_t batch = 0;               // the global batch
+  std::vector<PhaseTime> phases;   // where this worker's step time went, in order
+  std::vector<LayerStats> layers;  // rank 0, every 10th step: per layer group
+  int stragglers = 0;              // rank 0: workers of the group flagged as stragglers
 };
 struct EvalStats {
   int64_t step = 0;
@@ -51,7 +68,8 @@ struct EvalStats {
 };
 struct CheckpointStats {
   int64_t step = 0;
-  double stall_seconds = 0;  // training blocked for the snapshot
+  double stall_seconds = 0;                     // training blocked for the snapshot
+  std::chrono::steady_clock::time_point start;  // when the save began
 };
 struct CheckpointWritten {
   int64_t version = 0;
@@ -101,6 +119,7 @@ struct WorkerSummary {
   int64_t steps_here = 0;       // of which this worker took part in
   int64_t generations = 0;      // generations this worker was in
   int64_t abandoned_steps = 0;  // steps dropped because a collective failed
+  int64_t stragglers = 0;       // as rank 0: workers flagged as stragglers (dist/straggler.h)
   int final_rank = -1;
   int final_world = 0;
   double test_accuracy = -1;  // after the last step (-1: not evaluated here)

@@ -1,11 +1,11 @@
 // LoadAvailabilityJson: the availability/preemption JSON of the shared records.
 #include <cmath>
 #include <filesystem>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <regex>
 
 #include "core/file_io.h"
+#include "core/strict_json.h"
 #include "market/loaders.h"
 
 namespace spot::market {
@@ -39,11 +39,7 @@ Pool PoolFromStem(const std::string& stem) {
   return pool;
 }
 
-int LineOfByte(const std::string& text, size_t byte) {
-  byte = std::min(byte, text.size());
-  return 1 +
-         static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(byte), '\n'));
-}
+std::string FormatCount(double v) { return std::to_string(static_cast<int64_t>(v)); }
 
 Status Bad(const std::string& file, const std::string& field, const std::string& reason) {
   return InvalidArgumentError(file + ": " + field + ": " + reason);
@@ -54,10 +50,13 @@ Result<double> GapSeconds(const json& doc, const std::string& file) {
   if (md == doc.end() || !md->is_object()) return Bad(file, "metadata", "missing or not an object");
   auto gap = md->find("gap_seconds");
   if (gap == md->end()) return Bad(file, "metadata.gap_seconds", "missing");
-  if (!gap->is_number() || !(gap->get<double>() > 0) || !std::isfinite(gap->get<double>())) {
-    return Bad(file, "metadata.gap_seconds", "must be a number > 0 (got " + gap->dump() + ")");
+  const double g = gap->is_number() ? gap->get<double>() : 0;
+  if (!(g >= kMinGapSeconds && g <= kMaxGapSeconds)) {
+    return Bad(file, "metadata.gap_seconds",
+               "must be a number of seconds in [" + FormatCount(kMinGapSeconds) + ", " +
+                   FormatCount(kMaxGapSeconds) + "] (got " + gap->dump() + ")");
   }
-  return gap->get<double>();
+  return g;
 }
 
 Result<std::vector<int32_t>> Counts(const json& doc, const std::string& file) {
@@ -68,9 +67,10 @@ Result<std::vector<int32_t>> Counts(const json& doc, const std::string& file) {
   for (size_t i = 0; i < data->size(); ++i) {
     const json& v = (*data)[i];
     double d = v.is_number() ? v.get<double>() : -1;
-    if (!v.is_number() || d < 0 || d != std::floor(d) || d > std::numeric_limits<int32_t>::max()) {
+    if (!v.is_number() || !(d >= 0) || d != std::floor(d) || d > kMaxAvailableCount) {
       return Bad(file, "data[" + std::to_string(i) + "]",
-                 "not a non-negative integer count (got " + v.dump() + ")");
+                 "not an integer count in [0, " + FormatCount(kMaxAvailableCount) + "] (got " +
+                     v.dump() + ")");
     }
     out.push_back(static_cast<int32_t>(d));
   }
@@ -104,13 +104,7 @@ Result<Trace> LoadAvailabilityJson(const std::string& path) {
   SPOT_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   const std::filesystem::path p(path);
   const std::string file = p.filename().string();
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    return InvalidArgumentError(file + ":" + std::to_string(LineOfByte(text, e.byte)) +
-                                ": JSON syntax error: " + e.what());
-  }
+  SPOT_ASSIGN_OR_RETURN(json doc, ParseStrictJson(text, file));
   if (!doc.is_object()) return InvalidArgumentError(file + ": top level is not a JSON object");
   Trace trace;
   SPOT_ASSIGN_OR_RETURN(trace.gap_seconds, GapSeconds(doc, file));

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
+#include "core/strict_json.h"
 #include "market/field_parse.h"
 #include "market/loaders.h"
 
@@ -83,8 +84,7 @@ Result<std::map<std::string, StepSeries>> LoadAwsSpotPriceHistory(const std::str
                                                                   const std::string& product) {
   SPOT_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   const std::string file = std::filesystem::path(path).filename().string();
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return InvalidArgumentError(file + ": not valid JSON");
+  SPOT_ASSIGN_OR_RETURN(json doc, ParseStrictJson(text, file));
   SPOT_ASSIGN_OR_RETURN(std::vector<Record> recs, ParseRecords(doc, file, product));
   std::stable_sort(recs.begin(), recs.end(), [](const Record& a, const Record& b) {
     return a.key != b.key ? a.key < b.key : a.time < b.time;

@@ -40,6 +40,8 @@ class RowReader {
     const std::string& f = row_.fields[*col];
     auto v = memory ? ParseMemoryGb(f) : ParseDouble(f);
     if (!v) return t_.FieldError(row_, *col, "not a number '" + f + "'");
+    // A finite number times a unit can overflow ("1e308 TiB").
+    if (!std::isfinite(*v)) return t_.FieldError(row_, *col, "too large (got " + f + ")");
     if (*v < 0) return t_.FieldError(row_, *col, "must be >= 0 (got " + f + ")");
     *out = *v;
     return Status::Ok();

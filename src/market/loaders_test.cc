@@ -112,6 +112,19 @@ TEST_F(LoadersTest, MissingFilesAreNotFound) {
             StatusCode::kNotFound);
 }
 
+// A directory given as a trace (a `market.traces` entry, `--trace DIR`) once
+// aborted the process with std::bad_alloc.
+TEST_F(LoadersTest, DirectoriesAreRefusedNamingThePath) {
+  const std::string dir = dir_.string();
+  for (Status s : {LoadAvailabilityJson(dir).status(), LoadPriceChangePoints(dir).status(),
+                   LoadCatalogCsv(dir).status(), LoadAwsSpotPriceHistory(dir).status()}) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find(dir + ": is a directory, expected a regular file"),
+              std::string::npos)
+        << s.ToString();
+  }
+}
+
 // Each malformed input must fail with InvalidArgument naming file, line or record, and field.
 TEST_F(LoadersTest, BadInputsNameFileLineAndField) {
   const std::string kCsvHead = "tick,timestamp,availability_zone,instance_type,spot_usd_per_hour\n";
@@ -120,10 +133,29 @@ TEST_F(LoadersTest, BadInputsNameFileLineAndField) {
     std::string file, text, message;
   } cases[] = {
       {"a.json", "{\"metadata\": {\"gap_seconds\": 0}, \"data\": [1]}",
-       "a.json: metadata.gap_seconds: must be a number > 0"},
+       "a.json: metadata.gap_seconds: must be a number of seconds in [1, 604800] (got 0)"},
       {"a.json", "{\"metadata\": {}, \"data\": [1]}", "a.json: metadata.gap_seconds: missing"},
       {"a.json", "{\"metadata\": {\"gap_seconds\": 5}, \"data\": [1, -1]}",
-       "a.json: data[1]: not a non-negative integer count (got -1)"},
+       "a.json: data[1]: not an integer count in [0, 1000000] (got -1)"},
+      // Bounds that keep tick arithmetic finite: a gap of 1e-20 s made a
+      // deadline of hours overflow int64 ticks and SpotSim spin.
+      {"a.json", "{\"metadata\": {\"gap_seconds\": 1e-20}, \"data\": [1]}",
+       "a.json: metadata.gap_seconds: must be a number of seconds in [1, 604800] (got 1e-20)"},
+      {"a.json", "{\"metadata\": {\"gap_seconds\": 1e9}, \"data\": [1]}",
+       "a.json: metadata.gap_seconds: must be a number of seconds in [1, 604800]"},
+      {"a.json", "{\"metadata\": {\"gap_seconds\": \"60\"}, \"data\": [1]}",
+       "a.json: metadata.gap_seconds: must be a number of seconds"},
+      {"a.json", "{\"metadata\": {\"gap_seconds\": 5}, \"data\": [1, 1000001]}",
+       "a.json: data[1]: not an integer count in [0, 1000000] (got 1000001)"},
+      // nlohmann would keep the last of two equal keys without a word.
+      {"a.json", "{\"metadata\": {\"gap_seconds\": 5}, \"data\": [1], \"data\": [0, 0]}",
+       "a.json: data: given twice (JSON keys must be unique)"},
+      {"a.json", "{\"metadata\": {\"gap_seconds\": 5, \"gap_seconds\": 60}, \"data\": [1]}",
+       "a.json: metadata.gap_seconds: given twice"},
+      {"h.json",
+       "{\"SpotPriceHistory\": [{\"AvailabilityZone\": \"us-east-1a\", \"SpotPrice\": \"1\", "
+       "\"SpotPrice\": \"2\"}]}",
+       "h.json: SpotPriceHistory[0].SpotPrice: given twice"},
       {"a.json", "{\"metadata\": {\"gap_seconds\": 5}, \"data\": [1, 0.5]}", "a.json: data[1]:"},
       {"a.json", "{\"metadata\": {\"gap_seconds\": 5}, \"data\": [1, \"x\"]}", "a.json: data[1]:"},
       {"a.json", "{\"metadata\": {\"gap_seconds\": 5}, \"data\": 3}", "a.json: data: missing"},

@@ -1,4 +1,5 @@
 // LoadPriceTable / LoadPriceChangePoints / AttachPrices: price change-point CSVs.
+#include <cmath>
 #include <optional>
 #include <set>
 
@@ -53,7 +54,11 @@ Result<double> RowTime(const CsvTable& t, const CsvRow& row, const Columns& c, d
   }
   auto v = ParseDouble(f);
   if (!v) return t.FieldError(row, c.time, "not a number '" + f + "'");
-  return c.kind == TimeKind::kTick ? *v * tick_s : *v;
+  if (c.kind != TimeKind::kTick) return *v;
+  // A finite tick times the tick length can overflow ("1e308" x 195 s).
+  const double time = *v * tick_s;
+  if (!std::isfinite(time)) return t.FieldError(row, c.time, "too large (got " + f + ")");
+  return time;
 }
 
 // The key of a row: zone, or zone/type when the file holds several types.

@@ -34,6 +34,13 @@ struct StepSeries {
   std::vector<double> Resample(double t0, double gap_s, int64_t ticks) const;
 };
 
+// Bounds the loaders hold a recorded trace to. They keep the arithmetic on
+// ticks far from overflow: hours to ticks (a deadline of a year is 31.5 M
+// ticks of a second), counts times a gang's size or a capacity scale.
+inline constexpr double kMinGapSeconds = 1;             // a tick lasts at least a second
+inline constexpr double kMaxGapSeconds = 7 * 86400;     // and at most a week
+inline constexpr int32_t kMaxAvailableCount = 1000000;  // instances obtainable at a tick
+
 // One pool's market on a regular grid of ticks (tick i starts at i * gap_seconds
 // after the trace's start).
 struct Trace {

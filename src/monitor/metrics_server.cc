@@ -14,15 +14,13 @@
 #include <thread>
 
 #include "core/net.h"
+#include "monitor/http_guard.h"
 #include "monitor/metrics.h"
 
 namespace spot::monitor {
 namespace {
 
 constexpr auto kStartTimeout = std::chrono::seconds(5);
-// A scrape target needs few threads: Prometheus keeps one connection open, a
-// person with curl may add another.
-constexpr size_t kServerThreads = 3;
 constexpr std::string_view kAllow = "GET, HEAD";
 
 }  // namespace
@@ -30,13 +28,13 @@ constexpr std::string_view kAllow = "GET, HEAD";
 struct MetricsServer::Impl {
   std::shared_ptr<prometheus::Registry> registry;
   MetricsServerOptions options;
-  httplib::Server server;
+  std::unique_ptr<httplib::Server> server;  // guarded (http_guard.h)
   std::thread thread;
   int port = 0;
   std::mutex scrape_mu;  // one scrape at a time, so before_collect never overlaps itself
 
   ~Impl() {
-    server.stop();
+    if (server) server->stop();
     if (thread.joinable()) thread.join();
   }
 
@@ -49,29 +47,29 @@ Status MetricsServer::Impl::Listen() {
   auto handler = [this](const httplib::Request& req, httplib::Response& res) { Handle(req, res); };
   // Every method goes to one handler, which can tell 404 from 405. httplib
   // routes HEAD to the GET handlers and drops the body.
-  server.Get(".*", handler)
+  server = NewGuardedHttpServer(options.http);
+  server->Get(".*", handler)
       .Post(".*", handler)
       .Put(".*", handler)
       .Patch(".*", handler)
       .Delete(".*", handler)
       .Options(".*", handler);
-  server.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
-  server.set_socket_options(SetReuseAddressOnly);  // one server per port (core/net.h)
-  server.set_tcp_nodelay(true);
-  server.set_payload_max_length(4096);
+  server->set_socket_options(SetReuseAddressOnly);  // one server per port (core/net.h)
+  server->set_tcp_nodelay(true);
+  server->set_payload_max_length(4096);
   const std::string& host = options.host;
   errno = 0;
-  int bound = options.port == 0 ? server.bind_to_any_port(host)
-                                : (server.bind_to_port(host, options.port) ? options.port : -1);
+  int bound = options.port == 0 ? server->bind_to_any_port(host)
+                                : (server->bind_to_port(host, options.port) ? options.port : -1);
   if (bound <= 0) {
     return UnavailableError(fmt::format("metrics server: cannot listen on {}:{}: {}", host,
                                         options.port,
                                         errno != 0 ? std::strerror(errno) : "bind failed"));
   }
   port = bound;
-  thread = std::thread([this] { server.listen_after_bind(); });
+  thread = std::thread([this] { server->listen_after_bind(); });
   auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
-  while (!server.is_running()) {
+  while (!server->is_running()) {
     if (std::chrono::steady_clock::now() > deadline) {
       return UnavailableError(fmt::format("metrics server on {}:{}: did not start", host, port));
     }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "monitor/http_guard.h"
 
 namespace prometheus {
 class Registry;
@@ -27,6 +28,9 @@ struct MetricsServerOptions {
   // are computed on demand. Runs on a server thread, never concurrently with
   // itself. May be empty.
   std::function<void()> before_collect;
+  // Connection cap and timeouts against slow or idle clients (http_guard.h):
+  // scrapes answer while others hold connections.
+  HttpGuardOptions http{.max_connections = 16};
 };
 
 class MetricsServer {

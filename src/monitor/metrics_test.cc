@@ -11,16 +11,19 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 
 #include "core/temp_dir.h"
+#include "monitor/bad_clients_testing.h"
 #include "monitor/metrics_server.h"
 #include "monitor/test_shell.h"
 
@@ -306,6 +309,37 @@ TEST(MetricsServerTest, ServesMetrics) {
   ASSERT_TRUE(del);
   EXPECT_EQ(del->status, 405);
   EXPECT_EQ(calls.load(), 3);  // the two GETs and the HEAD; nothing else collects
+}
+
+// Issue 20: a worker's /metrics had 3 threads; three slow-loris clients (a
+// header byte a second, never done) took them all and scrapes timed out.
+TEST(MetricsServerTest, ScrapesAnswerWhileSlowAndIdleClientsHoldConnections) {
+  auto server = MetricsServer::Start(SmallRegistry(), {});
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto scrape = [&](const char* when) {
+    for (int i = 0; i < 3; ++i) {
+      httplib::Client client((*server)->url());
+      client.set_connection_timeout(5);
+      client.set_read_timeout(5);
+      auto res = client.Get("/metrics");
+      ASSERT_TRUE(res) << when << ", scrape " << i << ": " << httplib::to_string(res.error());
+      EXPECT_EQ(res->status, 200);
+    }
+  };
+  spot::testing::BadClients bad((*server)->port());
+  ASSERT_TRUE(bad.OpenSlow(10));
+  const auto fed = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (bad.slow_bytes_sent() < 20 && std::chrono::steady_clock::now() < fed) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  scrape("with 10 slow clients");
+  ASSERT_TRUE(bad.OpenIdle(50));
+  scrape("with 10 slow and 50 idle clients");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (bad.slow_closed() < 10 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(bad.slow_closed(), 10) << "slow clients still open after 30 s";
 }
 
 TEST(MetricsServerTest, RefusesNonLoopbackHostsAndBadArguments) {

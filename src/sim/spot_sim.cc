@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 namespace spot::sim {
@@ -10,6 +11,13 @@ namespace {
 using policy::InstanceKind;
 
 constexpr double kEps = 1e-9;
+
+std::string FormatTicks(double ticks) {
+  if (std::isfinite(ticks) && ticks < 1e15) return std::to_string(static_cast<int64_t>(ticks));
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g", ticks);
+  return buf;
+}
 
 class Runner {
  public:
@@ -137,12 +145,16 @@ RunResult SimulateJob(policy::Policy& policy, std::span<const market::Trace* con
 Result<std::vector<int64_t>> SampleStarts(int64_t ticks, double gap_seconds, double deadline_hours,
                                           int samples) {
   if (samples < 1) return InvalidArgumentError("samples must be >= 1");
-  int64_t span = static_cast<int64_t>(std::ceil(deadline_hours * 3600 / gap_seconds - kEps));
-  if (ticks < span) {
+  if (!(gap_seconds > 0)) return InvalidArgumentError("gap_seconds must be > 0");
+  // Compared as a double before it becomes an integer: a tiny gap or a huge
+  // deadline would overflow int64 (and start a run at a tick far before 0).
+  const double span_ticks = std::ceil(deadline_hours * 3600 / gap_seconds - kEps);
+  if (!(span_ticks <= static_cast<double>(ticks))) {
     return InvalidArgumentError("the traces (" + std::to_string(ticks) +
-                                " ticks) are shorter than the deadline (" + std::to_string(span) +
-                                " ticks)");
+                                " ticks) are shorter than the deadline (" +
+                                FormatTicks(span_ticks) + " ticks)");
   }
+  const int64_t span = std::max<int64_t>(0, static_cast<int64_t>(span_ticks));
   std::vector<int64_t> starts(samples);
   for (int i = 0; i < samples; ++i) starts[i] = i * (ticks - span) / samples;
   return starts;

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "policy/registry.h"
 #include "policy/test_traces.h"
 
@@ -155,6 +157,23 @@ TEST(SimContract, SampleStartsFollowTheFormula) {
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(*s, (std::vector<int64_t>{0, 22, 44, 66}));
   EXPECT_FALSE(SampleStarts(5, 3600, 10.5, 4).ok());
+}
+
+// A deadline of more ticks than int64 holds (a gap of 1e-20 s once came in
+// from a trace) is refused, not cast: the cast wrapped to a start far before
+// tick 0, from which the simulation spun practically forever.
+TEST(SimContract, SampleStartsRefuseSpansBeyondInt64) {
+  for (auto [gap, deadline] : {std::pair{1e-20, 6.0}, {3600.0, 1e300}, {1.0, 1e15}}) {
+    auto s = SampleStarts(100, gap, deadline, 4);
+    ASSERT_FALSE(s.ok()) << gap << " " << deadline;
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find("the traces (100 ticks) are shorter than the deadline"),
+              std::string::npos)
+        << s.status().message();
+  }
+  EXPECT_FALSE(SampleStarts(100, 0, 1, 4).ok());
+  EXPECT_FALSE(SampleStarts(100, std::nan(""), 1, 4).ok());
+  EXPECT_FALSE(SampleStarts(100, 3600, std::nan(""), 4).ok());
 }
 
 TEST(SimContract, ValidateMarketNamesTheTrace) {

@@ -35,10 +35,26 @@ std::string OverflowText(const StepOutcome& o, const TrainerCounters& c) {
       o.loss_scale, c.loss_scale);
 }
 
+std::string LayerGroupOf(const std::string& name) {
+  const size_t last = name.rfind('.');
+  if (last == std::string::npos) return "model";
+  std::string module = name.substr(0, last);
+  const size_t first = module.find('.');
+  if (first != std::string::npos) {
+    const size_t second = module.find('.', first + 1);
+    if (second != std::string::npos) module.resize(second);
+  }
+  return module;
+}
+
 int64_t TotalSteps(const TrainSpec& spec, int64_t n) {
-  int64_t total = spec.epochs > 0 ? spec.epochs * StepsPerEpoch(spec, n) : spec.steps;
-  if (spec.steps > 0) total = std::min(total, spec.steps);
-  return total;
+  if (spec.epochs <= 0) return spec.steps;
+  // The spec bounds epochs; saturate all the same rather than wrap around.
+  int64_t total = 0;
+  if (__builtin_mul_overflow(spec.epochs, StepsPerEpoch(spec, n), &total)) {
+    total = std::numeric_limits<int64_t>::max();
+  }
+  return spec.steps > 0 ? std::min(total, spec.steps) : total;
 }
 
 StepRunner::StepRunner(const TrainSpec& spec, const TensorSet& data, TrainRefs state)
@@ -203,6 +219,12 @@ Result<StepOutcome> StepRunner::Run(Slice batch, Slice mine, GradientSync& sync,
                            ? std::numeric_limits<double>::quiet_NaN()
                        : out.batch == spec_.faults.spike_loss_at_step - 1 ? 1000.0
                                                                           : 1.0;
+  // Ends the span that began at `from` (now the next one's start).
+  auto span = [&out](StepPhase phase, Clock::time_point& from) {
+    const Clock::time_point now = Clock::now();
+    out.spans.push_back({phase, from, std::chrono::duration<double>(now - from).count()});
+    from = now;
+  };
   ReplicaLoss local{.samples = mine.size(), .batch = batch.size()};
   const int64_t micro =
       std::min<int64_t>(spec_.distributed.accumulation_steps, std::max<int64_t>(1, mine.size()));
@@ -212,27 +234,33 @@ Result<StepOutcome> StepRunner::Run(Slice batch, Slice mine, GradientSync& sync,
     if (part.size() == 0) continue;
     at::manual_seed(static_cast<uint64_t>(spec_.seed) * 1000003u +
                     static_cast<uint64_t>(c.step) * 8191u + static_cast<uint64_t>(part.begin));
+    Clock::time_point at = Clock::now();
     auto [x, y] = TakeBatch(part);
     // While this part computes: the next part, or the next step's first.
     Prefetch(i + 1 < parts.size() ? parts[i + 1] : PredictNextPart(batch, mine));
     x = x.to(device);
     y = y.to(device);
-    at::Tensor out;
+    span(StepPhase::kData, at);
+    at::Tensor logits;
     {
       PrecisionScope precision(spec_.precision, spec_.device);
-      out = state_.model->forward(x);
+      logits = state_.model->forward(x);
     }
-    at::Tensor loss = LossSum(spec_.loss, out.to(at::kFloat), y);
+    at::Tensor loss = LossSum(spec_.loss, logits.to(at::kFloat), y);
     if (fault != 1.0) loss = loss * fault;
     local.loss_sum += loss.item<double>();
+    span(StepPhase::kForward, at);
     at::Tensor objective = loss / static_cast<double>(batch.size());
     // fp16: scaled so that small gradients do not flush to zero in half precision.
     if (scaling) objective = objective * loss_scale;
     objective.backward();
+    span(StepPhase::kBackward, at);
   }
   local.compute_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   out.compute_seconds = local.compute_seconds;
+  Clock::time_point at = Clock::now();
   SPOT_ASSIGN_OR_RETURN(GlobalLoss global, sync.Sync(local));
+  span(StepPhase::kSync, at);
   out.loss = global.mean();
   // Judge the loss before it touches the weights.
   out.anomaly = Judge(out.loss);
@@ -245,6 +273,26 @@ Result<StepOutcome> StepRunner::Run(Slice batch, Slice mine, GradientSync& sync,
     c.loss_scale_growth_tracker = next.growth_tracker;
     out.loss_scale = loss_scale;
   }
+  // Layer groups: gradients now, weights before and after the update.
+  struct Group {
+    std::vector<std::pair<at::Tensor, at::Tensor>> params;  // (parameter, its weights before)
+    double grad_sq = 0, weight_sq = 0;
+  };
+  std::vector<std::pair<std::string, Group>> groups;
+  if (layer_stats_every_ > 0 && c.step % layer_stats_every_ == 0) {
+    at::NoGradGuard no_grad;
+    for (const auto& item : state_.model->named_parameters()) {
+      const std::string g = LayerGroupOf(item.key());
+      auto it = std::find_if(groups.begin(), groups.end(),
+                             [&](const auto& entry) { return entry.first == g; });
+      if (it == groups.end()) it = groups.insert(groups.end(), {g, Group{}});
+      Group& group = it->second;
+      const at::Tensor& p = item.value();
+      if (p.grad().defined()) group.grad_sq += p.grad().to(at::kDouble).pow(2).sum().item<double>();
+      group.weight_sq += p.to(at::kDouble).pow(2).sum().item<double>();
+      group.params.push_back({p, p.detach().clone()});
+    }
+  }
   if (want_grad_norm) {
     double sq = 0;
     for (const at::Tensor& p : state_.model->parameters()) {
@@ -255,6 +303,19 @@ Result<StepOutcome> StepRunner::Run(Slice batch, Slice mine, GradientSync& sync,
   // An overflowed step is counted (the schedule moves on, as with PyTorch's
   // GradScaler) but leaves the weights and the optimizer's state unchanged.
   if (!out.overflow) state_.optimizer->step();
+  span(StepPhase::kOptimizer, at);
+  for (auto& [name, group] : groups) {
+    at::NoGradGuard no_grad;
+    double update_sq = 0;
+    for (const auto& [p, before] : group.params) {
+      update_sq += (p.detach() - before).to(at::kDouble).pow(2).sum().item<double>();
+    }
+    const double w = std::sqrt(group.weight_sq);
+    out.layers.push_back({.group = name,
+                          .grad_norm = std::sqrt(group.grad_sq),
+                          .weight_norm = w,
+                          .update_ratio = w > 0 ? std::sqrt(update_sq) / w : 0});
+  }
   const double alpha = 2.0 / (static_cast<double>(spec_.rollback.window) + 1);
   c.loss_ema = c.loss_ema_steps == 0 ? out.loss : c.loss_ema + alpha * (out.loss - c.loss_ema);
   ++c.loss_ema_steps;

@@ -22,10 +22,12 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "train/batch_prefetcher.h"
@@ -68,16 +70,42 @@ class LocalSync final : public GradientSync {
   }
 };
 
+// Where a step's time went, for profiles and metrics (per span: a phase, when
+// it began and how long it took). Forward and backward alternate once per
+// micro-batch; the forward span includes the loss.
+enum class StepPhase { kData, kForward, kBackward, kSync, kOptimizer };
+inline constexpr const char* kStepPhaseNames[] = {"data", "forward", "backward", "sync",
+                                                  "optimizer"};
+inline const char* StepPhaseName(StepPhase p) { return kStepPhaseNames[static_cast<int>(p)]; }
+struct PhaseSpan {
+  StepPhase phase;
+  std::chrono::steady_clock::time_point start;
+  double seconds = 0;
+};
+
+// A layer group's gradient and update (parameters grouped by module: "fc1",
+// "blocks.0"), the seeds' watch for exploding or vanishing gradients.
+struct LayerGroupStats {
+  std::string group;
+  double grad_norm = 0;     // L2 norm of the group's global gradient
+  double weight_norm = 0;   // of its weights before the update
+  double update_ratio = 0;  // ||update|| / ||weights||: ~1e-3 is healthy for Adam and SGD
+};
+// The group of a parameter named `name`: its module path, at most two levels.
+std::string LayerGroupOf(const std::string& name);
+
 struct StepOutcome {
   bool committed = false;  // false: the loss diverged and nothing was applied
   std::string anomaly;     // why not, e.g. "loss is nan", "loss spike: 7.1 > 5 x 0.42"
   int64_t batch = 0;       // the global batch number
   double loss = 0;         // mean over the global batch
   double lr = 0;
-  double grad_norm = 0;        // L2 norm of the global gradient (when asked for)
-  bool overflow = false;       // fp16: a gradient was inf/nan; the update was skipped
-  double loss_scale = 0;       // fp16: the scale this step ran with
-  double compute_seconds = 0;  // this replica's forward and backward
+  double grad_norm = 0;                 // L2 norm of the global gradient (when asked for)
+  bool overflow = false;                // fp16: a gradient was inf/nan; the update was skipped
+  double loss_scale = 0;                // fp16: the scale this step ran with
+  double compute_seconds = 0;           // this replica's forward and backward
+  std::vector<PhaseSpan> spans;         // in order of their start
+  std::vector<LayerGroupStats> layers;  // on the steps set_layer_stats_every() asks for
 };
 
 // Where the counters stand after a batch.
@@ -117,6 +145,9 @@ class StepRunner {
   // fresh run). Run calls it; call it before anything else uses the model
   // (the first checkpoint, an evaluation). Nothing for other precisions.
   void PreparePrecision();
+  // Layer-group statistics (StepOutcome::layers) every `k` steps (0: never).
+  // They read every weight and gradient once more, and copy the weights.
+  void set_layer_stats_every(int64_t k) { layer_stats_every_ = k; }
 
  private:
   std::string Judge(double loss) const;
@@ -134,6 +165,7 @@ class StepRunner {
   void Prefetch(Slice part);
   Slice PredictNextPart(Slice batch, Slice mine) const;
 
+  int64_t layer_stats_every_ = 0;
   at::Tensor order_;
   int64_t order_epoch_ = -1;
   std::unique_ptr<BatchPrefetcher> prefetch_;  // declared last: joined first

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <optional>
+#include <set>
 
 #include "core/temp_dir.h"
 #include "train/checkpointer.h"
@@ -227,6 +228,58 @@ TEST(StepRunnerTest, ParamGroupsFreezeAndScaleTheirLayers) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("no parameter of model mlp"), std::string::npos)
       << bad.status().message();
+}
+
+}  // namespace
+}  // namespace spot::train
+
+namespace spot::train {
+namespace {
+
+TEST(StepRunnerTest, LayerGroupsAreModulesAtMostTwoLevelsDeep) {
+  EXPECT_EQ(LayerGroupOf("fc1.weight"), "fc1");
+  EXPECT_EQ(LayerGroupOf("blocks.0.attn.qkv.weight"), "blocks.0");
+  EXPECT_EQ(LayerGroupOf("a.b.c"), "a.b");
+  EXPECT_EQ(LayerGroupOf("weight"), "model");
+}
+
+// Per layer group on the steps asked for: gradient norms that add up (in
+// squares) to the global one, and for plain SGD an update of lr x gradient;
+// the statistics change nothing in training.
+TEST(StepRunnerTest, LayerStatsAddUpAndLeaveTrainingBitwiseUnchanged) {
+  TrainSpec spec = testing::ReplicaSpec("mlp", "fp32");
+  spec.optimizer.type = "sgd";
+  spec.optimizer.lr = 0.1;
+  spec.optimizer.momentum = 0;
+  testing::Replica with(spec), without(spec);
+  with.runner->set_layer_stats_every(2);
+  for (int i = 0; i < 3; ++i) {
+    LocalSync sync;
+    Slice batch = with.runner->NextBatch();
+    auto out = with.runner->Run(batch, batch, sync, /*want_grad_norm=*/true);
+    ASSERT_TRUE(out.ok() && out->committed);
+    with.runner->Advance(batch);
+    without.Step();
+    if (i == 1) {
+      EXPECT_TRUE(out->layers.empty());
+      continue;
+    }
+    std::set<std::string> want;
+    for (const auto& p : with.model->named_parameters()) want.insert(LayerGroupOf(p.key()));
+    std::set<std::string> got;
+    double sq = 0;
+    for (const LayerGroupStats& l : out->layers) {
+      got.insert(l.group);
+      sq += l.grad_norm * l.grad_norm;
+      ASSERT_GT(l.weight_norm, 0);
+      EXPECT_NEAR(l.update_ratio, 0.1 * l.grad_norm / l.weight_norm, 1e-4 * l.update_ratio)
+          << l.group;
+    }
+    EXPECT_EQ(got, want);
+    EXPECT_GE(got.size(), 2u);
+    EXPECT_NEAR(std::sqrt(sq), out->grad_norm, 1e-5 * out->grad_norm);
+  }
+  EXPECT_TRUE(at::equal(with.State(), without.State()));
 }
 
 }  // namespace

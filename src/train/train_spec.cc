@@ -5,7 +5,6 @@
 #include <cmath>
 #include <filesystem>
 
-#include "core/file_io.h"
 #include "core/spec_reader.h"
 #include "train/fashion_mnist.h"
 #include "train/token_stream.h"
@@ -14,6 +13,12 @@ namespace spot::train {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Upper bounds of counts of steps and epochs: far beyond any run (10^12 steps
+// of a microsecond are 11 days), and far enough from 2^63 that the arithmetic
+// on them (epochs x steps per epoch, sums of steps) cannot overflow.
+constexpr double kMaxSteps = 1e12;
+constexpr double kMaxEpochs = 1e6;
 
 void ReadOptimizer(SpecReader& r, OptimizerSpec* o) {
   r.Enum("type", &o->type, {"sgd", "adam"});
@@ -38,8 +43,8 @@ void ReadOptimizer(SpecReader& r, OptimizerSpec* o) {
 
 void ReadSchedule(SpecReader& r, ScheduleSpec* s) {
   r.Enum("type", &s->type, {"constant", "step", "cosine"});
-  r.Int("warmup_steps", &s->warmup_steps, {.min = 0});
-  r.Int("step_size", &s->step_size, {.min = 1});
+  r.Int("warmup_steps", &s->warmup_steps, {.min = 0, .max = kMaxSteps});
+  r.Int("step_size", &s->step_size, {.min = 1, .max = kMaxSteps});
   r.Double("gamma", &s->gamma, {.min = 0, .max = 1, .min_exclusive = true});
   r.Double("min_lr", &s->min_lr, {.min = 0});
 }
@@ -50,11 +55,11 @@ void ReadCheckpoint(SpecReader& r, CheckpointSpec* c) {
   // Giving interval_steps alone means a fixed interval.
   if (r.Has("interval_steps") && !r.Has("interval")) c->interval = "steps";
   r.Enum("interval", &c->interval, {"auto", "steps"});
-  r.Int("interval_steps", &c->interval_steps, {.min = 1});
+  r.Int("interval_steps", &c->interval_steps, {.min = 1, .max = kMaxSteps});
   r.Double("mtbf_hours", &c->mtbf_hours, {.min = 0, .min_exclusive = true});
   r.Double("max_overhead", &c->max_overhead, {.min = 0, .max = 1, .min_exclusive = true});
   r.Int("keep", &c->keep, {.min = 1, .max = 1000});
-  r.Int("keep_every", &c->keep_every, {.min = 0});
+  r.Int("keep_every", &c->keep_every, {.min = 0, .max = kMaxSteps});
   r.String("keep_best", &c->keep_best);
   r.Enum("codec", &c->codec, {"raw", "shuffle-zstd", "planes-zstd"});
   r.Enum("delta", &c->delta, {"none", "sub", "xor", "q8"});
@@ -74,11 +79,11 @@ void ReadCheckpoint(SpecReader& r, CheckpointSpec* c) {
 void ReadRollback(SpecReader& r, RollbackSpec* b) {
   r.Bool("enabled", &b->enabled);
   r.Double("spike_factor", &b->spike_factor, {.min = 1, .min_exclusive = true});
-  r.Int("window", &b->window, {.min = 1});
-  r.Int("warmup_steps", &b->warmup_steps, {.min = 0});
+  r.Int("window", &b->window, {.min = 1, .max = kMaxSteps});
+  r.Int("warmup_steps", &b->warmup_steps, {.min = 0, .max = kMaxSteps});
   r.Int("skip_batches", &b->skip_batches, {.min = 1, .max = 1000});
   r.Double("lr_factor", &b->lr_factor, {.min = 0, .max = 1, .min_exclusive = true});
-  r.Int("max_rollbacks", &b->max_rollbacks, {.min = 0});
+  r.Int("max_rollbacks", &b->max_rollbacks, {.min = 0, .max = kMaxSteps});
 }
 
 void ReadDistributed(SpecReader& r, DistributedSpec* d) {
@@ -95,9 +100,12 @@ void ReadDistributed(SpecReader& r, DistributedSpec* d) {
   r.Enum("compression", &d->compression, {"none", "fp16", "bf16", "powersgd", "topk"});
   r.Int("powersgd_rank", &d->powersgd_rank, {.min = 1, .max = 1024});
   r.Double("topk_ratio", &d->topk_ratio, {.min = 0, .max = 1, .min_exclusive = true});
-  r.Int("compression_warmup_steps", &d->compression_warmup_steps, {.min = 0});
+  r.Int("compression_warmup_steps", &d->compression_warmup_steps, {.min = 0, .max = kMaxSteps});
   r.Bool("balance", &d->balance);
   r.Int("accumulation_steps", &d->accumulation_steps, {.min = 1, .max = 4096});
+  r.Double("straggler_factor", &d->straggler_factor,
+           {.min = 1, .max = 1000, .min_exclusive = true});
+  r.Double("straggler_seconds", &d->straggler_seconds, {.min = 0, .max = 86400});
 }
 
 void ReadInit(SpecReader& r, InitSpec* init) {
@@ -183,7 +191,7 @@ void ReadParamGroups(SpecReader& top, std::vector<ParamGroupSpec>* out) {
     }
     SpecReader& r = groups.Section(prefix);
     r.Double("lr_scale", &g.lr_scale, {.min = 0, .max = 1000, .min_exclusive = true});
-    r.Int("frozen_until", &g.frozen_until, {.min = -1});
+    r.Int("frozen_until", &g.frozen_until, {.min = -1, .max = kMaxSteps});
     out->push_back(std::move(g));
   }
 }
@@ -375,9 +383,9 @@ void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
   data.Int("test_limit", &s.test_limit, {.min = 0});
   top.Int("batch_size", &s.batch_size, {.min = 1, .max = 60000}, /*required=*/true);
   top.Int("eval_batch_size", &s.eval_batch_size, {.min = 1});
-  top.Int("eval_every", &s.eval_every, {.min = 0});
-  top.Int("epochs", &s.epochs, {.min = 0});
-  top.Int("steps", &s.steps, {.min = 0});
+  top.Int("eval_every", &s.eval_every, {.min = 0, .max = kMaxSteps});
+  top.Int("epochs", &s.epochs, {.min = 0, .max = kMaxEpochs});
+  top.Int("steps", &s.steps, {.min = 0, .max = kMaxSteps});
   top.Int("seed", &s.seed, {.min = 0});
   top.Int("threads", &s.threads, {.min = 0, .max = 256});
   ReadPrecision(top, &s);
@@ -391,8 +399,8 @@ void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
   ReadInit(top.Section("init"), &s.init);
   ReadParamGroups(top, &s.param_groups);
   SpecReader& faults = top.Section("faults");
-  faults.Int("nan_loss_at_step", &s.faults.nan_loss_at_step, {.min = 0});
-  faults.Int("spike_loss_at_step", &s.faults.spike_loss_at_step, {.min = 0});
+  faults.Int("nan_loss_at_step", &s.faults.nan_loss_at_step, {.min = 0, .max = kMaxSteps});
+  faults.Int("spike_loss_at_step", &s.faults.spike_loss_at_step, {.min = 0, .max = kMaxSteps});
 
   if (s.epochs == 0 && s.steps == 0) {
     top.AddError("epochs", "give epochs or steps (or both; training stops at the first reached)");
@@ -440,14 +448,8 @@ Result<TrainSpec> ParseTrainSpec(const std::string& yaml, const std::string& fil
 }
 
 Result<TrainSpec> LoadTrainSpec(const std::string& path) {
-  auto text = ReadFile(path);
-  if (!text.ok()) {
-    if (text.status().code() == StatusCode::kNotFound) {
-      return InvalidArgumentError(path + ": no such file");
-    }
-    return text.status();
-  }
-  return ParseTrainSpec(*text, path);
+  SPOT_ASSIGN_OR_RETURN(std::string text, ReadSpecFile(path));
+  return ParseTrainSpec(text, path);
 }
 
 }  // namespace spot::train

@@ -86,6 +86,10 @@ struct DistributedSpec {
   bool balance = false;                  // per-worker batch in proportion to measured throughput
                                          // (timing then shapes the split: runs are not repeatable)
   int64_t accumulation_steps = 1;  // micro-batches per worker per step (gradients summed), >= 1
+  // A worker whose compute throughput stays below the median's 1/factor for
+  // this long is flagged as a straggler (dist/straggler.h).
+  double straggler_factor = 2;
+  double straggler_seconds = 30;
 };
 
 // Pretrained weights a fresh run starts from (fine-tuning); a resume restores

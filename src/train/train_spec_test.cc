@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
+#include "train/step_runner.h"
+
 namespace spot::train {
 namespace {
 
@@ -40,6 +44,59 @@ std::string Why(const std::string& extra, const std::string& model = "model: mlp
   auto s = ParseTrainSpec(model + "batch_size: 8\nsteps: 10\noptimizer: {type: adam}\n" + extra,
                           "j.yaml");
   return s.ok() ? "" : s.status().message();
+}
+
+// epochs: 9223372036854775807 once passed, and epochs x steps per epoch
+// wrapped around: "-10 steps", nothing trained, exit 0. Counts are bounded
+// where they are read, and the product saturates all the same.
+TEST(TrainSpecTest, CountsAreBoundedSoStepArithmeticCannotOverflow) {
+  auto Error = [](const std::string& counts) {
+    auto s =
+        ParseTrainSpec("model: mlp\nbatch_size: 8\noptimizer: {type: adam}\n" + counts, "j.yaml");
+    return s.ok() ? std::string() : std::string(s.status().message());
+  };
+  EXPECT_NE(Error("epochs: 9223372036854775807\n")
+                .find("j.yaml:4:9: epochs: must be <= 1e+06 (got 9.22337e+18)"),
+            std::string::npos)
+      << Error("epochs: 9223372036854775807\n");
+  EXPECT_NE(Error("steps: 10000000000000\n").find("steps: must be <= 1e+12"), std::string::npos);
+  EXPECT_NE(
+      Error("epochs: 99999999999999999999\n").find("epochs: is out of range for a 64-bit integer"),
+      std::string::npos);
+  EXPECT_NE(Why("eval_every: 10000000000000\n").find("eval_every: must be <= 1e+12"),
+            std::string::npos);
+  EXPECT_NE(Why("schedule: {warmup_steps: 10000000000000}\n")
+                .find("schedule.warmup_steps: must be <= 1e+12"),
+            std::string::npos);
+  EXPECT_EQ(Error("epochs: 1000000\nsteps: 1000000000000\n"), "");
+
+  TrainSpec spec;
+  spec.batch_size = 1;
+  spec.epochs = 1000000;
+  EXPECT_EQ(TotalSteps(spec, 60000), 60000000000);
+  spec.steps = 5;
+  EXPECT_EQ(TotalSteps(spec, 60000), 5);
+  spec.steps = 0;
+  spec.epochs = std::numeric_limits<int64_t>::max();  // past the spec's bounds
+  EXPECT_EQ(TotalSteps(spec, 60000), std::numeric_limits<int64_t>::max());
+}
+
+// A value out of bounds is not stored: heads: 0 reached `width % heads`.
+TEST(TrainSpecTest, OutOfBoundsValuesReachNoLaterCheck) {
+  const std::string why = Why("", "model: {name: gpt, heads: 0}\n");
+  EXPECT_NE(why.find("j.yaml:1:27: model.heads: must be >= 1 (got 0)"), std::string::npos) << why;
+}
+
+// Numbers are plain: "64" is a string, 010 is ambiguous (YAML 1.1 reads 8).
+TEST(TrainSpecTest, QuotedAndLeadingZeroNumbersAreRefused) {
+  auto s = ParseTrainSpec("model: mlp\nbatch_size: \"64\"\nsteps: 010\noptimizer: {type: adam}\n",
+                          "j.yaml");
+  ASSERT_FALSE(s.ok());
+  const std::string m(s.status().message());
+  EXPECT_NE(m.find("j.yaml:2:13: batch_size: expected an integer, got the string \"64\""),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("j.yaml:3:8: steps: '010' has a leading zero"), std::string::npos) << m;
 }
 
 TEST(TrainSpecTest, PrecisionDeviceAndTheirOptions) {

@@ -52,6 +52,16 @@ struct WorkerArgs {
 CLI::App* AddWorkerCommand(CLI::App& app, WorkerArgs* args);
 int RunWorkerCommand(const WorkerArgs& args);
 
+// `spot profile RUN`: the run's step profiles as one Chrome trace, and a
+// table of time per phase (profile_command.cc).
+struct ProfileArgs {
+  std::string run;     // run directory or job file
+  std::string output;  // the merged trace ("": <run dir>/profile.trace.json)
+};
+
+CLI::App* AddProfileCommand(CLI::App& app, ProfileArgs* args);
+int RunProfile(const ProfileArgs& args);
+
 // `spot run JOB.yaml`: the controller (run_command.cc).
 struct RunArgs {
   std::string job_path;

@@ -208,8 +208,9 @@ TEST_F(ElasticTest, EtcdBackendReformsWhenAKilledWorkersLeaseExpires) {
 
 TEST_F(ElasticTest, ASlowerWorkerGetsASmallerShareOfTheBatch) {
   fs::path out = dir_ / "run";
-  fs::path job =
-      WriteJob("job", ElasticJobYaml(out, 1, 3200, "  min_workers: 2\n  balance: true\n"));
+  fs::path job = WriteJob(
+      "job", ElasticJobYaml(out, 3, 3200,
+                            "  min_workers: 2\n  balance: true\n  straggler_seconds: 0.3\n"));
   ChildProcess store({SPOT_BIN, "rendezvous", "--port", "0"}, (dir_ / "store").string());
   std::string url = StartRendezvous(store, dir_ / "store.out");
   ASSERT_FALSE(url.empty());
@@ -230,8 +231,15 @@ TEST_F(ElasticTest, ASlowerWorkerGetsASmallerShareOfTheBatch) {
   };
   ChildProcess fast(worker("fast", "0"), (dir_ / "fast").string());
   ChildProcess slow(worker("slow", "2"), (dir_ / "slow").string());
-  EXPECT_EQ(fast.Wait(300).exit_code, 0);
-  EXPECT_EQ(slow.Wait(300).exit_code, 0);
+  ProcessResult fast_done = fast.Wait(300), slow_done = slow.Wait(300);
+  EXPECT_EQ(fast_done.exit_code, 0);
+  EXPECT_EQ(slow_done.exit_code, 0);
+  // Rank 0, whichever it is, flags the slow worker as a straggler: more than
+  // 2x slower than the other for 0.3 s (the run takes a few seconds).
+  const std::string said = fast_done.err + slow_done.err;
+  EXPECT_NE(said.find("straggler: rank"), std::string::npos) << said;
+  EXPECT_NE(said.find("(slow) computes"), std::string::npos) << said;
+  EXPECT_GE(Summary(out)["stragglers"].get<int>(), 1);
   // The split converges to equal step times. The slow worker takes 3x as
   // long for everything, including the fixed cost of a step, which for this
   // small model is much of it: its share ends well under a half (and may
@@ -521,6 +529,53 @@ TEST_F(ElasticTest, AStopWhileAPeerLeavesSavesTheLastStepOnAStarvedCpu) {
     generations = std::max(generations, e["generation"].get<int64_t>());
   }
   EXPECT_EQ(generations, newest) << r.err;
+}
+
+// Every worker writes a step profile; `spot profile` merges them into one
+// Chrome trace (each worker a process, its phases as complete events in the
+// order they ran) and prints where the time went.
+TEST_F(ElasticTest, SpotProfileMergesTheWorkersStepPhasesIntoOneChromeTrace) {
+  fs::path out = dir_ / "run";
+  fs::path job = WriteJob("job", ElasticJobYaml(out, 1, 1600, ""));
+  ProcessResult r = Spot({"train", job.string(), "--nproc", "2", "--plain"}, "train");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  fs::path trace = dir_ / "trace.json";
+  ProcessResult p = Spot({"profile", job.string(), "-o", trace.string()}, "profile");
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  for (const char* phase : {"data", "forward", "backward", "sync", "optimizer", "save"}) {
+    EXPECT_NE(p.out.find(phase), std::string::npos) << phase << "\n" << p.out;
+  }
+  auto text = ReadFile(trace.string());
+  ASSERT_TRUE(text.ok());
+  json doc = json::parse(*text);
+  std::map<int, std::string> processes;
+  std::map<int, std::map<int64_t, std::vector<json>>> steps;  // pid -> step -> phases
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") processes[e["pid"]] = e["args"]["name"];
+    if (e["ph"] == "X" && e["tid"] == 0) steps[e["pid"]][e["args"]["step"]].push_back(e);
+  }
+  ASSERT_EQ(processes.size(), 2u);
+  for (const auto& [pid, by_step] : steps) {
+    // 1,600 images at batch 32: 50 steps, each with its five phases in order.
+    ASSERT_EQ(by_step.size(), 50u) << processes[pid];
+    for (const auto& [step, phases] : by_step) {
+      std::vector<std::string> names;
+      int64_t end = 0;
+      for (const json& e : phases) {
+        names.push_back(e["name"]);
+        EXPECT_GE(e["ts"].get<int64_t>() + 1, end) << "phases overlap at step " << step;
+        end = e["ts"].get<int64_t>() + e["dur"].get<int64_t>();
+      }
+      EXPECT_EQ(names,
+                (std::vector<std::string>{"data", "forward", "backward", "sync", "optimizer"}))
+          << "step " << step;
+    }
+  }
+  // A run directory works as well as the job file; nothing there is an error.
+  EXPECT_EQ(Spot({"profile", out.string(), "-o", trace.string()}, "by-dir").exit_code, 0);
+  ProcessResult none = Spot({"profile", dir_.string()}, "none");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("no step profiles"), std::string::npos) << none.err;
 }
 
 TEST_F(ElasticTest, BadRendezvousAddressesAreClearErrors) {

@@ -48,8 +48,12 @@ int RunLaunch(const TrainArgs& args) {
   fs::path log_dir =
       args.log_dir.empty() ? fs::path(spec->output_dir) / "workers" : fs::path(args.log_dir);
   if (Status st = CreateDirectories(log_dir.string()); !st.ok()) {
-    fmt::print(stderr, "error: {}\n", st.message());
-    return kExitFailure;
+    // The directory is the user's to choose: bad input, naming where it was named.
+    fmt::print(stderr, "error: {}: {}\n",
+               args.log_dir.empty() ? args.job_path + ": output_dir (its workers/ directory)"
+                                    : std::string("--log-dir"),
+               st.message());
+    return kExitBadInput;
   }
   // Signals are taken synchronously; block them before any thread starts.
   sigset_t set;

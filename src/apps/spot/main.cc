@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
   CLI::App* prepare = spot::cli::AddPrepareTextCommand(app, &prepare_args);
   spot::cli::GenerateArgs generate_args;
   CLI::App* generate = spot::cli::AddGenerateCommand(app, &generate_args);
+  spot::cli::ProfileArgs profile_args;
+  CLI::App* profile = spot::cli::AddProfileCommand(app, &profile_args);
 
   try {
     app.parse(argc, argv);
@@ -58,5 +60,6 @@ int main(int argc, char** argv) {
   if (ckpt->parsed()) return spot::cli::RunCkpt(ckpt_args);
   if (prepare->parsed()) return spot::cli::RunPrepareText(prepare_args);
   if (generate->parsed()) return spot::cli::RunGenerate(generate_args);
+  if (profile->parsed()) return spot::cli::RunProfile(profile_args);
   return spot::cli::kExitBadInput;
 }

@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -245,6 +246,27 @@ TEST_F(MonitorTest, PrometheusChromiumTensorBoardAndReportFollowARealJob) {
   EXPECT_GT(checked, 1000);
   EXPECT_GE(by_tag["eval/test_accuracy"].size(), 4u);
   EXPECT_GT(by_tag["eval/test_accuracy"].rbegin()->second, 0.7);
+  // Per layer group every 10th step: the gradient norms add up (in squares)
+  // to the global one, and updates are a small fraction of the weights.
+  int groups_checked = 0;
+  for (const auto& [step, norm] : by_tag["train/grad_norm"]) {
+    double sq = 0;
+    int groups = 0;
+    for (const auto& [tag, values] : by_tag) {
+      if (!tag.starts_with("grad_norm/")) continue;
+      auto it = values.find(step);
+      if (it == values.end()) continue;
+      sq += it->second * it->second;
+      ++groups;
+      const double ratio = by_tag["update_ratio/" + tag.substr(10)][step];
+      EXPECT_GT(ratio, 0) << tag << " at step " << step;
+      EXPECT_LT(ratio, 0.5) << tag << " at step " << step;
+    }
+    if (groups == 0) continue;
+    EXPECT_NEAR(std::sqrt(sq), norm, 1e-4 * norm) << "step " << step;
+    ++groups_checked;
+  }
+  EXPECT_GT(groups_checked, 100);
 
   // `spot report`: a static page that renders the finished job by itself.
   ProcessResult rep = Spot({"report", job.string()}, "report");

@@ -1,19 +1,24 @@
-// `spot run JOB.yaml`: the controller. Reads the job, builds its market, hosts
-// the rendezvous (a detached `spot rendezvous`, so a controller restart does
-// not take it down), says how a worker starts, and hands the rest to
-// control::JobRunner (store, provider, policy, monitor, API, controller);
-// then prints what the job cost against on demand and what SpotSim predicted
-// for the same market segment.
+// `spot run JOB.yaml`: the controller. Reads and checks the whole job (spec,
+// market, policy, provider, the workers' job file, the directories) before it
+// writes a file or starts a process; then hosts the rendezvous (a detached
+// `spot rendezvous`, so a controller restart does not take it down), says how
+// a worker starts, and hands the rest to control::JobRunner (store, provider,
+// policy, monitor, API, controller); then prints what the job cost against on
+// demand and what SpotSim predicted for the same market segment at the
+// training speed the run measured.
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 #include <xxhash.h>
 #include <yaml-cpp/yaml.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -40,8 +45,9 @@ namespace spot::cli {
 namespace fs = std::filesystem;
 
 Result<LoadedJob> LoadJob(const std::string& path) {
-  auto text = ReadFile(path);
-  if (!text.ok()) return InvalidArgumentError(path + ": " + std::string(text.status().message()));
+  // A regular file of at most kMaxSpecFileBytes; errors name the file once.
+  auto text = ReadSpecFile(path);
+  if (!text.ok()) return text.status();
   SPOT_ASSIGN_OR_RETURN(SpecReader top, SpecReader::FromString(*text, path));
   LoadedJob j;
   control::ReadRunSpecFields(top, &j.run);
@@ -62,9 +68,9 @@ std::string JobStateDir(const LoadedJob& j) {
 namespace {
 
 // The workers' job file: the train section with the job's name, directories
-// and gang size filled in.
-Result<std::string> WriteWorkerJobFile(LoadedJob& j) {
-  YAML::Node t = j.train_node;
+// and gang size filled in, checked (into j.train) as the workers will read it.
+Result<std::string> WorkerJobText(LoadedJob& j) {
+  YAML::Node t = YAML::Clone(j.train_node);
   t["name"] = j.run.name;
   t["output_dir"] = j.job_dir;
   if (!t["checkpoint"] || !t["checkpoint"]["durable_dir"]) {
@@ -83,12 +89,52 @@ Result<std::string> WriteWorkerJobFile(LoadedJob& j) {
   t["distributed"]["max_workers"] = j.run.resources.nodes;
   YAML::Emitter e;
   e << t;
-  std::string path = JobFiles{j.job_dir}.worker_job();
-  SPOT_RETURN_IF_ERROR(WriteFileAtomically(path, "# Written by `spot run " + j.run.source +
-                                                     "`: the workers' job file.\n" +
-                                                     std::string(e.c_str()) + "\n"));
-  SPOT_ASSIGN_OR_RETURN(j.train, train::LoadTrainSpec(path));
-  return path;
+  std::string text =
+      "# Written by `spot run " + j.run.source + "`: the workers' job file.\n" + e.c_str() + "\n";
+  SPOT_ASSIGN_OR_RETURN(
+      j.train,
+      train::ParseTrainSpec(text, j.run.source + " (train section, as the workers get it)"));
+  return text;
+}
+
+// The outermost directory of `dir` that does not exist yet, and its nearest
+// existing ancestor (`missing` empty when `dir` exists).
+struct DirState {
+  fs::path missing, existing;
+};
+
+DirState Inspect(const std::string& dir) {
+  std::error_code ec;
+  DirState d{.existing = fs::absolute(dir, ec)};
+  while (!fs::exists(d.existing, ec) && d.existing.has_parent_path() &&
+         d.existing != d.existing.parent_path()) {
+    d.missing = d.existing;
+    d.existing = d.existing.parent_path();
+  }
+  return d;
+}
+
+// Why `dir` (named by the job file's `field`) could not be created, before
+// anything is: its nearest existing ancestor must be a writable directory.
+Status CheckCreatable(const LoadedJob& j, const std::string& field, const std::string& dir) {
+  const fs::path p = Inspect(dir).existing;
+  std::error_code ec;
+  std::string why;
+  if (!fs::is_directory(p, ec)) {
+    why = p.string() + " is not a directory";
+  } else if (::access(p.c_str(), W_OK | X_OK) != 0) {
+    why = p.string() + ": " + std::strerror(errno);
+  }
+  if (why.empty()) return Status::Ok();
+  return InvalidArgumentError(
+      fmt::format("{}: {}: cannot create directory {}: {}", j.run.source, field, dir, why));
+}
+
+// The fields naming the job's directory and the controller's.
+std::pair<std::string, std::string> DirectoryFields(const LoadedJob& j) {
+  std::string job_field =
+      j.train_node["output_dir"] ? "train.output_dir" : "train.output_dir (default runs/<name>)";
+  return {job_field, j.run.controller.state_dir.empty() ? job_field : "controller.state_dir"};
 }
 
 std::string SelfExe() {
@@ -98,8 +144,11 @@ std::string SelfExe() {
 }
 
 // The rendezvous store, reused across controller restarts while it runs
-// (its pid and port are kept in <state dir>/rendezvous.json).
-Result<std::string> EnsureRendezvous(const std::string& state_dir, const std::string& job_dir) {
+// (its pid and port are kept in <state dir>/rendezvous.json). *started: this
+// call started it.
+Result<std::string> EnsureRendezvous(const std::string& state_dir, const std::string& job_dir,
+                                     bool* started) {
+  *started = false;
   const std::string record = (fs::path(state_dir) / "rendezvous.json").string();
   if (auto text = ReadFile(record); text.ok()) {
     auto j = nlohmann::json::parse(*text, nullptr, false);
@@ -111,8 +160,13 @@ Result<std::string> EnsureRendezvous(const std::string& state_dir, const std::st
   SPOT_ASSIGN_OR_RETURN(int64_t pid,
                         Spawn({.argv = {SelfExe(), "rendezvous", "--port", std::to_string(port)},
                                .log_path = (fs::path(job_dir) / "rendezvous.log").string()}));
-  SPOT_RETURN_IF_ERROR(
-      WriteFileAtomically(record, nlohmann::json{{"pid", pid}, {"port", port}}.dump() + "\n"));
+  *started = true;
+  if (Status st =
+          WriteFileAtomically(record, nlohmann::json{{"pid", pid}, {"port", port}}.dump() + "\n");
+      !st.ok()) {
+    SignalProcess(pid, SIGTERM);  // unrecorded, no later command could find it
+    return st;
+  }
   return fmt::format("tcp://127.0.0.1:{}", port);
 }
 
@@ -174,6 +228,65 @@ int Fail(const Status& s) {
   return ExitCodeFor(s);
 }
 
+// A job file checked for everything it can get wrong, before anything is
+// written or started.
+struct CheckedJob {
+  LoadedJob job;
+  RunMarket market;
+  std::string worker_yaml;  // the workers' job file
+  std::string state_dir;
+};
+
+Result<CheckedJob> CheckJob(const std::string& path) {
+  CheckedJob c;
+  SPOT_ASSIGN_OR_RETURN(c.job, LoadJob(path));
+  SPOT_ASSIGN_OR_RETURN(c.market, LoadRunMarket(c.job.run));
+  SPOT_RETURN_IF_ERROR(control::ValidateJob(c.job.run));
+  SPOT_ASSIGN_OR_RETURN(c.worker_yaml, WorkerJobText(c.job));
+  c.state_dir = JobStateDir(c.job);
+  const auto [job_field, state_field] = DirectoryFields(c.job);
+  SPOT_RETURN_IF_ERROR(CheckCreatable(c.job, job_field, c.job.job_dir));
+  SPOT_RETURN_IF_ERROR(CheckCreatable(c.job, state_field, c.state_dir));
+  return c;
+}
+
+// The job's directories and the workers' job file; returns its path.
+Result<std::string> WriteJobFiles(const CheckedJob& c) {
+  const auto [job_field, state_field] = DirectoryFields(c.job);
+  std::vector<fs::path> made;  // removed again when a later step fails
+  Status st;
+  for (const auto& [field, dir] :
+       {std::pair{job_field, c.job.job_dir}, {state_field, c.state_dir}}) {
+    const fs::path missing = Inspect(dir).missing;
+    st = CreateDirectories(dir);
+    if (!st.ok()) {
+      st = InvalidArgumentError(c.job.run.source + ": " + field + ": " + st.message());
+      break;
+    }
+    if (!missing.empty()) made.push_back(missing);
+  }
+  const std::string path = JobFiles{c.job.job_dir}.worker_job();
+  if (st.ok()) st = WriteFileAtomically(path, c.worker_yaml);
+  if (st.ok()) return path;
+  std::error_code ec;
+  for (const fs::path& p : made) fs::remove_all(p, ec);
+  return st;
+}
+
+// Fails the command after the rendezvous is up. One this command `started`
+// is stopped unless the job has live instances (a controller run again
+// resumes them and needs it).
+int FailWithRendezvous(const Status& s, bool started, const std::string& state_dir,
+                       const std::string& job, control::JobStore* store) {
+  bool live = false;
+  if (store) {
+    auto instances = store->Instances(job, /*live_only=*/true);
+    live = !instances.ok() || !instances->empty();
+  }
+  if (started && !live) StopRendezvous(state_dir);
+  return Fail(s);
+}
+
 }  // namespace
 
 CLI::App* AddRunCommand(CLI::App& app, RunArgs* args) {
@@ -193,34 +306,32 @@ CLI::App* AddRunCommand(CLI::App& app, RunArgs* args) {
 }
 
 int RunRunCommand(const RunArgs& args) {
-  auto job = LoadJob(args.job_path);
-  if (!job.ok()) return Fail(job.status());
-  LoadedJob& j = *job;
-  auto market = LoadRunMarket(j.run);
-  if (!market.ok()) return Fail(market.status());
-  if (Status st = control::ValidateJob(j.run); !st.ok()) return Fail(st);  // nothing written yet
-  if (Status st = CreateDirectories(j.job_dir); !st.ok()) return Fail(st);
-  auto train_yaml = WriteWorkerJobFile(j);
+  auto checked = CheckJob(args.job_path);
+  if (!checked.ok()) return Fail(checked.status());
+  LoadedJob& j = checked->job;
+  const RunMarket& market = checked->market;
+  const std::string& state_dir = checked->state_dir;
+  for (const std::string& line : market.stand_ins) spdlog::warn("market: {}", line);
+  auto train_yaml = WriteJobFiles(*checked);
   if (!train_yaml.ok()) return Fail(train_yaml.status());
   control::BlockStopSignals();  // before any thread starts
-  const std::string state_dir = JobStateDir(j);
-  if (Status st = CreateDirectories(state_dir); !st.ok()) return Fail(st);
-  auto rdzv_url = EnsureRendezvous(state_dir, j.job_dir);
+  bool started = false;
+  auto rdzv_url = EnsureRendezvous(state_dir, j.job_dir, &started);
   if (!rdzv_url.ok()) return Fail(rdzv_url.status());
   const auto ttl =
       std::chrono::milliseconds(static_cast<int64_t>(j.train.distributed.liveness_ttl_s * 1e3));
   auto rdzv = dist::OpenRendezvous(*rdzv_url, j.run.name, ttl, std::chrono::seconds(20));
-  if (!rdzv.ok()) return Fail(rdzv.status());
+  if (!rdzv.ok()) return FailWithRendezvous(rdzv.status(), started, state_dir, j.run.name, nullptr);
   std::shared_ptr<dist::KvStore> kv = rdzv->kv;
   std::vector<const market::Trace*> zones;
-  for (const market::Trace& t : market->zones) zones.push_back(&t);
+  for (const market::Trace& t : market.zones) zones.push_back(&t);
   auto runner = control::JobRunner::Create(
       {.spec = j.run,
        .spec_hash = j.hash,
        .job_dir = j.job_dir,
        .state_dir = state_dir,
        .zones = zones,
-       .market_description = market->description,
+       .market_description = market.description,
        .epochs = j.train.epochs,
        .decision_log_path = args.decision_log,
        .status_interval_s = args.status_interval_s,
@@ -232,12 +343,17 @@ int RunRunCommand(const RunArgs& args) {
            },
        .on_instance_gone = [kv](const std::string& id) { (void)kv->MarkDead(id); },
        .rendezvous_url = *rdzv_url});
-  if (!runner.ok()) return Fail(runner.status());
+  if (!runner.ok()) {
+    return FailWithRendezvous(runner.status(), started, state_dir, j.run.name, nullptr);
+  }
   auto outcome = (*runner)->Run();
-  if (!outcome.ok()) return Fail(outcome.status());
+  if (!outcome.ok()) {
+    return FailWithRendezvous(outcome.status(), started, state_dir, j.run.name,
+                              &(*runner)->store());
+  }
   if (control::IsTerminal(outcome->state)) StopRendezvous(state_dir);
   const JobFiles files{j.job_dir};
-  return PrintRunSummary((*runner)->store(), j.run, market->zones, j.job_dir, *outcome,
+  return PrintRunSummary((*runner)->store(), j.run, market, j.job_dir, *outcome,
                          static_cast<int64_t>(ReadStepLog(files.step_log()).size()));
 }
 

@@ -74,6 +74,18 @@ class RunTest : public E2eTest {
         fmt::arg("train", train_extra));
     return WriteJob(name, yaml);
   }
+  static std::string ReadText(const fs::path& path) {
+    std::ifstream in(path);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+  // Replaces the first `from` in the file by `to`.
+  static void Edit(const fs::path& path, const std::string& from, const std::string& to) {
+    std::string text = ReadText(path);
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from << " not in " << path;
+    text.replace(at, from.size(), to);
+    std::ofstream(path) << text;
+  }
   json Summary(const std::string& name) {
     std::ifstream in(dir_ / name / "run-summary.json");
     return json::parse(in);
@@ -303,51 +315,157 @@ TEST_F(RunTest, UnreachableWorkerIsReplaced) {
   ExpectLedgerMatchesLifetimes("hung");
 }
 
-// Bad job files: exit 2 and a message naming the file and the field.
+// Bad job files: exit 2 and a message naming the file and the field, before
+// any file is written or any process started (the leak check of
+// e2e_leak_check.cc finds a rendezvous left running).
 TEST_F(RunTest, BadJobFilesAreRefused) {
   TwoZoneMarket();
   struct Case {
-    std::string top, market, expect;
-    bool nothing_started = false;  // refused before any file is written or process started
+    std::string top, market, expect, controller;
   };
+  const std::string file = (dir_ / "zone-a_gpu_1.json").string();
   const std::vector<Case> cases = {
-      {"policy: nosuch\n", "", "policy", true},
+      {"policy: nosuch\n", "", "policy"},
       {"budget_usd: -1\n", "", "budget_usd"},
-      {"policy: omniscient\n", "", "needs to know the future", true},
-      {"policy: {name: hazard-up, min_runs: 0}\n", "", "policy.min_runs: must be >= 1", true},
-      {"provider: ec9\n", "", "unknown provider 'ec9' (known: local)", true},
+      {"policy: omniscient\n", "", "needs to know the future"},
+      {"policy: {name: hazard-up, min_runs: 0}\n", "", "policy.min_runs: must be >= 1"},
+      {"provider: ec9\n", "", "unknown provider 'ec9' (known: local)"},
       {"", "  start_tick: 100000\n", "start_tick"},
       {"", "  time_compression: 0\n", "market.time_compression"},
       {"", "  metadata: ibm\n", "market.metadata"},
       {"resourcez: {}\n", "", "resourcez: unknown field"},
+      {"", "  prices: /nonexistent/prices.csv\n",
+       "market.prices: /nonexistent/prices.csv: no such file"},
+      {"", "",
+       "controller.state_dir: cannot create directory " + file + "/state: " + file +
+           " is not a directory",
+       "  state_dir: " + file + "/state\n"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
-    auto job = RunJob(fmt::format("bad{}", i), cases[i].market, "", 100, cases[i].top);
-    ProcessResult r = Spot({"run", job.string()}, fmt::format("bad{}", i));
+    const std::string name = fmt::format("bad{}", i);
+    auto job = RunJob(name, cases[i].market, "", 100, cases[i].top, cases[i].controller);
+    ProcessResult r = Spot({"run", job.string()}, name);
     EXPECT_EQ(r.exit_code, 2) << cases[i].expect << "\n" << r.err;
     EXPECT_NE(r.err.find(cases[i].expect), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(job.filename().string()), std::string::npos) << r.err;
-    if (cases[i].nothing_started) {
-      EXPECT_FALSE(fs::exists(dir_ / fmt::format("bad{}", i) / "controller")) << cases[i].expect;
-    }
+    EXPECT_FALSE(fs::exists(dir_ / name)) << cases[i].expect << ": the job's directory was made";
   }
+  // An empty name is the job file's error, not the workers' job file's.
+  auto job = RunJob("noname", "", "", 100);
+  Edit(job, "name: noname\n", "name: \"\"\n");
+  ProcessResult r = Spot({"run", job.string()}, "noname");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("noname.yaml:1:7: name: must be a non-empty name"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "noname"));
   // A missing train section and a zone the market lacks.
-  auto job = WriteJob(
-      "notrain", "name: x\nmarket:\n  traces: [" + (dir_ / "zone-a_gpu_1.json").string() + "]\n");
-  ProcessResult r = Spot({"run", job.string()}, "notrain");
+  job = WriteJob("notrain", "name: x\nmarket:\n  traces: [" + file + "]\n");
+  r = Spot({"run", job.string()}, "notrain");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("train: required section is missing"), std::string::npos) << r.err;
   job = RunJob("nozone", "", "", 100, "");
-  std::string yaml;
-  {
-    std::ifstream in(job);
-    yaml.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }
-  yaml.replace(yaml.find("resources:\n"), 11, "resources:\n  zones: [zone-z]\n");
-  std::ofstream(job) << yaml;
+  Edit(job, "resources:\n", "resources:\n  zones: [zone-z]\n");
   r = Spot({"run", job.string()}, "nozone");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("no zone 'zone-z'"), std::string::npos) << r.err;
+}
+
+// `when_missing: synthetic` with a missing trace and a missing price file:
+// synthetic data stands in for those files only (a trace for the zone the
+// missing file names, fitted to the present one; prices for both zones), the
+// job runs in the zones it names, and the run says so.
+TEST_F(RunTest, MissingFilesStandInOnlyForThemselves) {
+  WriteTrace("zone-a", std::vector<int>(kTicks, 1));
+  auto job = RunJob("standin", "", "", 200);
+  const std::string absent = (dir_ / "zone-b_gpu_1.json").string();
+  const std::string prices = (dir_ / "absent-prices.csv").string();
+  Edit(job, "  when_missing: error\n", "  when_missing: synthetic\n  prices: " + prices + "\n");
+  Edit(job, "  traces:\n", "  traces:\n    - " + absent + "\n");
+  Edit(job, "resources:\n", "resources:\n  zones: [zone-b, zone-a]\n");
+  ProcessResult r = Spot({"run", job.string()}, "standin");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string said = r.out + r.err;
+  EXPECT_NE(said.find("market.traces: " + absent +
+                      ": no such file; a synthetic trace of zone "
+                      "zone-b fitted to " +
+                      (dir_ / "zone-a_gpu_1.json").string()),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("market.prices: " + prices + ": no such file; synthetic spot prices"),
+            std::string::npos)
+      << said;
+  json s = Summary("standin");
+  EXPECT_EQ(s["market_stand_ins"].size(), 2u);
+  EXPECT_NE(s["market"].get<std::string>().find("SYNTHETIC"), std::string::npos) << s["market"];
+  auto store = Store("standin");
+  ASSERT_NE(store, nullptr);
+  auto instances = store->Instances("standin", false);
+  ASSERT_TRUE(instances.ok());
+  ASSERT_FALSE(instances->empty());
+  for (const control::InstanceRecord& i : *instances) {
+    EXPECT_TRUE(i.zone_name == "zone-a" || i.zone_name == "zone-b" || !i.spot)
+        << i.id << " ran in zone " << i.zone_name << ", which the job does not name";
+  }
+}
+
+// The summary's SpotSim prediction runs the job at the speed the run measured,
+// not at the job file's compute_hours (here 2.5 h for a few minutes of work):
+// so it is comparable with what the run cost; the estimate's is shown beside it.
+TEST_F(RunTest, PredictionUsesMeasuredSpeed) {
+  WriteTrace("zone-a", std::vector<int>(kTicks, 1));
+  auto job = RunJob("speed", "", "", 300);
+  Edit(job, "compute_hours: 0.3\n", "compute_hours: 2.5\n");
+  ProcessResult r = Spot({"run", job.string()}, "speed");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json s = Summary("speed");
+  ASSERT_TRUE(s.contains("compute_hours_measured")) << s.dump(2);
+  const double measured = s["compute_hours_measured"].get<double>();
+  EXPECT_GT(measured, 0);
+  EXPECT_LT(measured, 1.0) << "300 steps take minutes of market time, not hours";
+  EXPECT_EQ(s["compute_hours_estimated"].get<double>(), 2.5);
+  const double cost = s["cost_usd"].get<double>();
+  const double predicted = s["predicted_usd"].get<double>();
+  EXPECT_GT(predicted, cost / 3) << r.out;
+  EXPECT_LT(predicted, cost * 3) << r.out;
+  EXPECT_GT(s["predicted_usd_at_estimate"].get<double>(), 2 * predicted) << r.out;
+  EXPECT_NE(r.out.find("at the measured speed"), std::string::npos) << r.out;
+}
+
+// A trace file's name names its zone: "<zone>_<kind>.json", or "<zone>.json"
+// as a whole; a name without a zone is refused clearly.
+TEST_F(RunTest, TraceFileNamesItsZone) {
+  json trace = {{"metadata", {{"gap_seconds", 60}}}, {"data", std::vector<int>(kTicks, 1)}};
+  std::ofstream(dir_ / "plain.json") << trace.dump();
+  std::ofstream(dir_ / "_v100.json") << trace.dump();
+  std::ofstream(dir_ / "prices.csv") << "availability_zone,offset_seconds,spot_usd_per_hour\n"
+                                        "plain,0,0.9\n";
+  auto sim = [&](const std::string& trace_file) {
+    return Spot({"sim", "run", "--trace", (dir_ / trace_file).string(), "--prices",
+                 (dir_ / "prices.csv").string(), "--policy", "greedy", "--compute-hours", "0.3",
+                 "--deadline-hours", "3"},
+                trace_file);
+  };
+  ProcessResult r = sim("plain.json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("greedy on plain"), std::string::npos) << r.out;
+  r = sim("_v100.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("_v100.json: the file name names no zone"), std::string::npos) << r.err;
+}
+
+// `spot train --nproc`: a log directory that cannot be made is bad input
+// (exit 2) naming the field or flag that names it.
+TEST_F(RunTest, LaunchDirectoryErrorsNameTheField) {
+  std::ofstream(dir_ / "afile") << "not a directory";
+  auto job = WriteJob("launch", SmallJobYaml(dir_ / "afile" / "out", 10, ""));
+  ProcessResult r = Spot({"train", "--nproc", "2", job.string()}, "launch");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("launch.yaml: output_dir"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find((dir_ / "afile" / "out" / "workers").string()), std::string::npos) << r.err;
+  r = Spot({"train", "--nproc", "2", job.string(), "--log-dir", (dir_ / "afile" / "logs").string()},
+           "launch-logs");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--log-dir: "), std::string::npos) << r.err;
 }
 
 // Checkpoints on a full disk: the workers fail with the disk's error, the

@@ -8,42 +8,55 @@
 #include "apps/spot/sim_market.h"
 
 namespace spot::cli {
+namespace {
+
+// "2 zones of aws-v100-2023-02 (195 s ticks, with spot prices)", and what
+// stands in for missing files.
+std::string Describe(const control::MarketSpec& m, const std::vector<market::Trace>& zones,
+                     const std::vector<std::string>& missing) {
+  const market::Trace& first = zones.front();
+  std::string out =
+      m.traces.empty()
+          ? fmt::format("synthetic market, {} zone{} ({}; the job names no trace files)",
+                        zones.size(), zones.size() == 1 ? "" : "s", first.source)
+          : fmt::format("{} zone{} of {} ({:.0f} s ticks{})", zones.size(),
+                        zones.size() == 1 ? "" : "s",
+                        std::filesystem::path(m.traces.front()).parent_path().filename().string(),
+                        first.gap_seconds, first.has_prices() ? ", with spot prices" : "");
+  std::string files;
+  for (const std::string& f : missing) {
+    files += (files.empty() ? "" : ", ") + std::filesystem::path(f).filename().string();
+  }
+  if (!files.empty()) out += "; SYNTHETIC data stands in for the missing " + files;
+  return out;
+}
+
+}  // namespace
 
 Result<RunMarket> LoadRunMarket(const control::RunSpec& spec) {
   const control::MarketSpec& m = spec.market;
   RunMarket out;
-  MarketFlags flags{.traces = m.traces,
-                    .prices = m.prices,
-                    .synthetic_seed = static_cast<uint64_t>(m.synthetic_seed)};
-  std::vector<std::string> missing;
-  for (const std::string& t : m.traces) {
-    if (!std::filesystem::exists(t)) missing.push_back(t);
-  }
-  if (!m.prices.empty() && !std::filesystem::exists(m.prices)) missing.push_back(m.prices);
-  if (!missing.empty()) {
-    if (m.when_missing == "error") {
-      return InvalidArgumentError(
-          fmt::format("{}: market.traces: {}: no such file", spec.source, missing.front()));
-    }
-    flags.traces.clear();
-    flags.prices.clear();
-    out.synthetic = true;
-  }
-  auto traces = LoadSimMarket(flags);
-  if (!traces.ok()) {
-    return InvalidArgumentError(spec.source +
-                                ": market: " + std::string(traces.status().message()));
-  }
+  auto loaded = LoadMarket({.traces = m.traces,
+                            .prices = m.prices,
+                            .synthetic_seed = static_cast<uint64_t>(m.synthetic_seed),
+                            .traces_name = spec.source + ": market.traces:",
+                            .prices_name = spec.source + ": market.prices:",
+                            .synthesize_missing = m.when_missing == "synthetic",
+                            .ondemand_price = spec.resources.ondemand_price});
+  if (!loaded.ok()) return loaded.status();
+  out.synthetic = m.traces.empty();
+  out.stand_ins = std::move(loaded->stand_ins);
+  std::vector<market::Trace>& traces = loaded->zones;
   // Candidate zones, in the job file's order.
-  if (spec.resources.zones.empty() || out.synthetic) {
-    out.zones = std::move(traces).value();
+  if (spec.resources.zones.empty()) {
+    out.zones = std::move(traces);
   } else {
     for (const std::string& name : spec.resources.zones) {
-      auto it = std::find_if(traces->begin(), traces->end(),
+      auto it = std::find_if(traces.begin(), traces.end(),
                              [&](const market::Trace& t) { return t.pool.zone == name; });
-      if (it == traces->end()) {
+      if (it == traces.end()) {
         std::string known;
-        for (const market::Trace& t : *traces) known += (known.empty() ? "" : ", ") + t.pool.zone;
+        for (const market::Trace& t : traces) known += (known.empty() ? "" : ", ") + t.pool.zone;
         return InvalidArgumentError(
             fmt::format("{}: resources.zones: no zone '{}' in the market (it has: {})", spec.source,
                         name, known));
@@ -56,13 +69,15 @@ Result<RunMarket> LoadRunMarket(const control::RunSpec& spec) {
   for (const market::Trace& t : out.zones) {
     for (int32_t a : t.available) max_count = std::max(max_count, a);
   }
-  out.capacity_scale = m.capacity_scale == "auto"
+  out.capacity_scale = m.capacity_scale == 0
                            ? (max_count <= 1 ? static_cast<int>(spec.resources.nodes) : 1)
-                           : std::stoi(m.capacity_scale);
+                           : m.capacity_scale;
   for (market::Trace& t : out.zones) {
     for (int32_t& a : t.available) a *= out.capacity_scale;
     // Every zone is a pool of the job's instance type.
-    if (out.synthetic) t.pool.instance_type = spec.resources.instance_type;
+    if (out.synthetic || t.pool.instance_type.empty()) {
+      t.pool.instance_type = spec.resources.instance_type;
+    }
   }
   const market::Trace& first = out.zones.front();
   if (m.start_tick >= first.ticks()) {
@@ -70,13 +85,7 @@ Result<RunMarket> LoadRunMarket(const control::RunSpec& spec) {
         fmt::format("{}: market.start_tick: {} is past the market's {} ticks", spec.source,
                     m.start_tick, first.ticks()));
   }
-  out.description =
-      out.synthetic
-          ? fmt::format("synthetic market, {} zones ({}; the trace files are absent)",
-                        out.zones.size(), first.source)
-          : fmt::format("{} zones of {} ({:.0f} s ticks{})", out.zones.size(),
-                        std::filesystem::path(m.traces.front()).parent_path().filename().string(),
-                        first.gap_seconds, first.has_prices() ? ", with spot prices" : "");
+  out.description = Describe(m, out.zones, loaded->missing);
   return out;
 }
 

@@ -1,6 +1,9 @@
-// The market of a `spot run` job: its traces (or the synthetic market when
-// they are absent and the job allows it), the candidate zones, the capacity
-// scale. Errors name the job file and field (exit 2).
+// The market of a `spot run` job: its traces (the default synthetic market
+// when it names none), the candidate zones, the capacity scale. With
+// `market.when_missing: synthetic`, synthetic data stands in for each named
+// file that is missing, and for that file only: the zones stay those the job
+// names (see LoadMarket in sim_market.h). Errors name the job file and field
+// (market.traces, market.prices, resources.zones, ...; exit 2).
 #pragma once
 
 #include <string>
@@ -14,9 +17,14 @@ namespace spot::cli {
 
 struct RunMarket {
   std::vector<market::Trace> zones;  // the candidate zones, scaled
-  std::string description;           // "5 zones of availability/... (195 s ticks)" or synthetic
+  // "2 zones of aws-v100-2023-02 (195 s ticks, with spot prices)", and
+  // "; SYNTHETIC data stands in for the missing F, G" when files are missing.
+  std::string description;
+  // One line per missing file: the file and what stands in for it (for
+  // warnings and the run's summary).
+  std::vector<std::string> stand_ins;
   int capacity_scale = 1;
-  bool synthetic = false;
+  bool synthetic = false;  // the job names no trace: the default synthetic market
 };
 
 Result<RunMarket> LoadRunMarket(const control::RunSpec& spec);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -21,71 +22,165 @@ std::string Duration(double s) {
   return t >= 60 ? fmt::format("{}m {:02d}s", t / 60, t % 60) : fmt::format("{}s", t);
 }
 
-// SpotSim's run of `policy` on the job's market segment (-1 cost on failure).
-sim::RunResult Predict(const ComponentConfig& policy, const control::RunSpec& spec,
+// SpotSim's run of `policy` on the job's market segment, the job taking
+// `compute_hours` on one gang (-1 cost on failure).
+sim::RunResult Predict(const ComponentConfig& policy, control::RunSpec spec, double compute_hours,
                        const std::vector<market::Trace>& zones) {
   policy::PolicyRegistry registry;
   policy::RegisterBuiltinPolicies(registry);
   auto p = registry.Create(policy);
   std::vector<const market::Trace*> z;
   for (const market::Trace& t : zones) z.push_back(&t);
+  spec.compute_hours = compute_hours;
   sim::RunResult r;
   r.cost = -1;
   if (!p.ok() || !sim::ValidateMarket(z, control::ToPolicyJob(spec)).ok()) return r;
   return sim::SimulateJob(**p, z, spec.market.start_tick, control::ToPolicyJob(spec));
 }
 
-}  // namespace
+// SpotSim's view of the job: at the speed the run measured where it is
+// known (else at the job file's estimate), and at the estimate.
+struct Prediction {
+  double measured_hours = -1;  // the job's compute hours at the measured speed; -1 unknown
+  double used_hours = 0;       // what `od` and `policy` were run with
+  sim::RunResult od;           // on demand only
+  sim::RunResult policy;       // the job's policy
+  sim::RunResult at_estimate;  // the job's policy at the job file's compute_hours
+};
 
-int PrintRunSummary(control::JobStore& store, const control::RunSpec& spec,
-                    const std::vector<market::Trace>& zones, const std::string& job_dir,
-                    const control::JobOutcome& o, int64_t step_log_lines) {
-  double spot_usd = 0, od_usd = 0;
-  auto ledger = store.Ledger(spec.name);
-  auto instances = store.Instances(spec.name, false);
-  if (ledger.ok() && instances.ok()) {
-    for (const control::LedgerEntry& e : *ledger) {
-      for (const control::InstanceRecord& r : *instances) {
-        if (r.id == e.instance_id) (r.spot ? spot_usd : od_usd) += e.usd;
-      }
+Prediction PredictJob(control::JobStore& store, const control::RunSpec& spec,
+                      const std::vector<market::Trace>& zones, const control::JobOutcome& o) {
+  Prediction p;
+  auto decisions = store.Decisions(spec.name);
+  if (decisions.ok() && !zones.empty()) {
+    p.measured_hours =
+        MeasuredComputeHours(*decisions, zones[0].gap_seconds / 3600, spec.compute_hours,
+                             spec.resources.changeover_hours,
+                             o.state == control::JobState::kSucceeded ? o.sim_hours : -1);
+  }
+  p.used_hours = p.measured_hours > 0 ? p.measured_hours : spec.compute_hours;
+  p.od = Predict(ComponentConfig{.name = "od"}, spec, p.used_hours, zones);
+  p.policy = Predict(spec.policy, spec, p.used_hours, zones);
+  p.at_estimate = Predict(spec.policy, spec, spec.compute_hours, zones);
+  return p;
+}
+
+struct Spend {
+  double spot_usd = 0;
+  double od_usd = 0;
+};
+
+Spend Billed(control::JobStore& store, const std::string& job) {
+  Spend s;
+  auto ledger = store.Ledger(job);
+  auto instances = store.Instances(job, false);
+  if (!ledger.ok() || !instances.ok()) return s;
+  for (const control::LedgerEntry& e : *ledger) {
+    for (const control::InstanceRecord& r : *instances) {
+      if (r.id == e.instance_id) (r.spot ? s.spot_usd : s.od_usd) += e.usd;
     }
   }
+  return s;
+}
+
+struct Trained {
   double accuracy = -1;
   int64_t steps = 0;
+};
+
+Trained ReadTrained(const std::string& job_dir) {
+  Trained t;
   auto summary = ReadFile(JobFiles{job_dir}.summary());
-  if (summary.ok()) {
-    auto j = nlohmann::json::parse(*summary, nullptr, false);
-    if (!j.is_discarded()) {
-      accuracy = j.value("test_accuracy", -1.0);
-      steps = j.value("steps", int64_t{0});
-    }
+  if (!summary.ok()) return t;
+  auto j = nlohmann::json::parse(*summary, nullptr, false);
+  if (j.is_discarded()) return t;
+  t.accuracy = j.value("test_accuracy", -1.0);
+  t.steps = j.value("steps", int64_t{0});
+  return t;
+}
+
+void PrintPrediction(const control::RunSpec& spec, const Prediction& p, double saving) {
+  const std::string speed = p.measured_hours > 0 ? "at the measured speed" : "at the estimate";
+  if (p.measured_hours > 0) {
+    fmt::print(
+        "  training speed        {:.2f} h of one gang's compute for the job, measured "
+        "(the job file estimates {:.2f} h)\n",
+        p.measured_hours, spec.compute_hours);
+  } else {
+    fmt::print(
+        "  training speed        not measured (no progress recorded); predictions use the "
+        "job file's {:.2f} h\n",
+        spec.compute_hours);
   }
-  const sim::RunResult od = Predict(ComponentConfig{.name = "od"}, spec, zones);
-  const sim::RunResult predicted = Predict(spec.policy, spec, zones);
-  const int64_t redone = steps > 0 ? std::max<int64_t>(0, step_log_lines - steps) : -1;
-  const double saving = od.cost > 0 ? 1 - o.cost_usd / od.cost : 0;
+  if (p.od.cost > 0) {
+    fmt::print("  on demand only        ${:.2f} (SpotSim, policy od, same job {}): {:.0f}% saved\n",
+               p.od.cost, speed, saving * 100);
+  }
+  if (p.policy.cost >= 0) {
+    fmt::print(
+        "  SpotSim predicted     ${:.2f} for {} on this market segment {} ({} preemptions, "
+        "{:.2f} h)",
+        p.policy.cost, spec.policy.name, speed, p.policy.preemptions, p.policy.finish_hours);
+    if (p.measured_hours > 0 && p.at_estimate.cost >= 0) {
+      fmt::print("; ${:.2f} at the estimate", p.at_estimate.cost);
+    }
+    fmt::print("\n");
+  }
+}
+
+}  // namespace
+
+double MeasuredComputeHours(const std::vector<control::DecisionRecord>& decisions, double gap_hours,
+                            double compute_hours, double changeover_hours, double finished_hours) {
+  if (decisions.empty() || !(compute_hours > 0) || !(gap_hours > 0)) return -1;
+  // Tick t's decision holds its `target` through the tick. Unfinished, the
+  // last record's progress is what the ticks before it did; finished, the
+  // job was done `finished_hours` after its start, within or after the last tick.
+  const bool finished = finished_hours >= 0;
+  const size_t counted = finished ? decisions.size() : decisions.size() - 1;
+  double held = 0;
+  int changes = 0;
+  for (size_t t = 0; t < counted; ++t) {
+    const control::DecisionRecord& d = decisions[t];
+    if (d.target == "idle") continue;
+    const double start = static_cast<double>(d.tick) * gap_hours;
+    held += t + 1 < decisions.size() || !finished
+                ? gap_hours
+                : std::clamp(finished_hours - start, 0.0, gap_hours);
+    changes += d.target != d.current;
+  }
+  const double done = finished ? 1 : decisions.back().progress_hours / compute_hours;
+  const double working = held - changes * changeover_hours;
+  return done > 0 && working > 0 ? working / done : -1;
+}
+
+int PrintRunSummary(control::JobStore& store, const control::RunSpec& spec, const RunMarket& market,
+                    const std::string& job_dir, const control::JobOutcome& o,
+                    int64_t step_log_lines) {
+  const Spend spend = Billed(store, spec.name);
+  const Trained trained = ReadTrained(job_dir);
+  const Prediction p = PredictJob(store, spec, market.zones, o);
+  const int64_t redone =
+      trained.steps > 0 ? std::max<int64_t>(0, step_log_lines - trained.steps) : -1;
+  const double saving = p.od.cost > 0 ? 1 - o.cost_usd / p.od.cost : 0;
 
   fmt::print("\njob {} {}: {}\n", spec.name, control::JobStateName(o.state), o.message);
-  if (accuracy >= 0) fmt::print("  test accuracy         {:.2f}%\n", accuracy * 100);
+  if (trained.accuracy >= 0)
+    fmt::print("  test accuracy         {:.2f}%\n", trained.accuracy * 100);
   fmt::print("  wall time             {}{}\n", Duration(o.wall_seconds),
              o.resumed ? " (this controller process; the job was resumed)" : "");
   fmt::print("  simulated time        {:.2f} h (market time x{:.0f}; deadline {:.1f} h)\n",
              o.sim_hours, spec.market.time_compression, spec.deadline_hours);
+  fmt::print("  market                {}\n", market.description);
+  for (const std::string& s : market.stand_ins) fmt::print("  SYNTHETIC stand-in    {}\n", s);
   fmt::print("  cost                  ${:.2f} (spot ${:.2f}, on-demand ${:.2f})\n", o.cost_usd,
-             spot_usd, od_usd);
-  if (od.cost > 0) {
-    fmt::print("  on demand only        ${:.2f} (SpotSim, policy od, same job): {:.0f}% saved\n",
-               od.cost, saving * 100);
-  }
-  if (predicted.cost >= 0) {
-    fmt::print(
-        "  SpotSim predicted     ${:.2f} for {} on this market segment ({} preemptions, "
-        "{:.2f} h)\n",
-        predicted.cost, spec.policy.name, predicted.preemptions, predicted.finish_hours);
-  }
+             spend.spot_usd, spend.od_usd);
+  PrintPrediction(spec, p, saving);
   fmt::print("  preemptions survived  {} ({} interruption notices to instances)\n", o.preemptions,
              o.notices);
-  if (redone >= 0) fmt::print("  work lost             {} steps redone of {}\n", redone, steps);
+  if (redone >= 0) {
+    fmt::print("  work lost             {} steps redone of {}\n", redone, trained.steps);
+  }
   fmt::print(
       "  decisions             {} ticks, {} launches; reconcile {:.0f} us mean, {:.0f} us max\n",
       o.decisions, o.launches, o.reconcile_us_mean, o.reconcile_us_max);
@@ -95,17 +190,22 @@ int PrintRunSummary(control::JobStore& store, const control::RunSpec& spec,
   nlohmann::json j = {{"job", spec.name},
                       {"state", control::JobStateName(o.state)},
                       {"message", o.message},
-                      {"test_accuracy", accuracy},
-                      {"steps", steps},
+                      {"test_accuracy", trained.accuracy},
+                      {"steps", trained.steps},
                       {"wall_seconds", o.wall_seconds},
                       {"sim_hours", o.sim_hours},
+                      {"market", market.description},
+                      {"market_stand_ins", market.stand_ins},
                       {"cost_usd", o.cost_usd},
-                      {"spot_usd", spot_usd},
-                      {"ondemand_usd", od_usd},
-                      {"ondemand_only_usd", od.cost},
+                      {"spot_usd", spend.spot_usd},
+                      {"ondemand_usd", spend.od_usd},
+                      {"compute_hours_estimated", spec.compute_hours},
+                      {"compute_hours_measured", p.measured_hours},
+                      {"ondemand_only_usd", p.od.cost},
                       {"saving", saving},
-                      {"predicted_usd", predicted.cost},
-                      {"predicted_preemptions", predicted.preemptions},
+                      {"predicted_usd", p.policy.cost},
+                      {"predicted_preemptions", p.policy.preemptions},
+                      {"predicted_usd_at_estimate", p.at_estimate.cost},
                       {"preemptions", o.preemptions},
                       {"notices", o.notices},
                       {"launches", o.launches},

@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "apps/spot/commands.h"
@@ -17,9 +19,45 @@
 #include "core/clock.h"
 #include "dist/c10d_stores.h"
 #include "dist/elastic_trainer.h"
+#include "monitor/chrome_trace.h"
 #include "train/train_spec.h"
 
 namespace spot::cli {
+namespace {
+
+std::atomic<int> g_signal_while_probing{0};
+extern "C" void OnSignalWhileProbing(int sig) { g_signal_while_probing.store(sig); }
+
+// Checks that the rendezvous answers as one before anything blocks on it,
+// for up to the job's rendezvous_timeout_s, ending at once on SIGTERM or
+// SIGINT meanwhile. Returns the exit code when the worker must stop.
+std::optional<int> CheckRendezvous(const std::string& url, double timeout_s, const std::string& job,
+                                   const std::string& tag) {
+  struct sigaction sa {
+  }, old_term{}, old_int{};
+  sa.sa_handler = OnSignalWhileProbing;
+  sigemptyset(&sa.sa_mask);
+  g_signal_while_probing = 0;
+  sigaction(SIGTERM, &sa, &old_term);
+  sigaction(SIGINT, &sa, &old_int);
+  Status probed =
+      dist::ProbeRendezvous(url, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)),
+                            [] { return g_signal_while_probing.load() != 0; });
+  sigaction(SIGTERM, &old_term, nullptr);
+  sigaction(SIGINT, &old_int, nullptr);
+  if (int sig = g_signal_while_probing.load(); sig != 0) {
+    fmt::print(stderr, "{}: {} stopped by {} while waiting for rendezvous {}\n", job, tag,
+               strsignal(sig), url);
+    return 128 + sig;
+  }
+  if (!probed.ok()) {
+    fmt::print(stderr, "error: {}\n", probed.message());
+    return ExitCodeFor(probed);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 CLI::App* AddWorkerCommand(CLI::App& app, WorkerArgs* args) {
   CLI::App* cmd = app.add_subcommand(
@@ -79,6 +117,10 @@ int RunWorkerCommand(const WorkerArgs& args) {
   if (!args.checkpoint_dir.empty()) spec->checkpoint.dir = args.checkpoint_dir;
   std::string tag = args.id.empty() ? fmt::format("worker {}", ::getpid()) : args.id;
   spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [{}] [%^%l%$] %v", tag));
+  if (auto stop = CheckRendezvous(args.rendezvous, spec->distributed.rendezvous_timeout_s,
+                                  spec->name, tag)) {
+    return *stop;
+  }
   // The termination watcher: a notice stops the worker as SIGTERM would, with
   // the notice's time as the deadline for the checkpoint.
   std::unique_ptr<cloud::TerminationWatcher> watcher;
@@ -104,7 +146,8 @@ int RunWorkerCommand(const WorkerArgs& args) {
   auto monitor = WorkerMonitor::Start({.job_id = spec->name,
                                        .worker_id = tag,
                                        .metrics_port = args.metrics_port,
-                                       .tensorboard_dir = args.tensorboard});
+                                       .tensorboard_dir = args.tensorboard,
+                                       .trace_path = monitor::TracePathFor(spec->output_dir, tag)});
   if (!monitor.ok()) {
     fmt::print(stderr, "error: --metrics-port {}: {}\n", args.metrics_port,
                monitor.status().message());

@@ -1,5 +1,6 @@
 #include "apps/spot/worker_monitor.h"
 
+#include <fmt/format.h>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
@@ -7,8 +8,13 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cmath>
+#include <map>
 #include <mutex>
+#include <optional>
 
+#include "monitor/chrome_trace.h"
+#include "monitor/gradient_watch.h"
 #include "monitor/metrics.h"
 #include "monitor/metrics_server.h"
 #include "monitor/tensorboard.h"
@@ -36,6 +42,12 @@ struct WorkerMonitor::Impl {
   pm::Gauge* generation = nullptr;
   pm::Gauge* world = nullptr;
   pm::Gauge* rank = nullptr;
+  // Per phase of a step, in StepPhase order: data, forward, backward, sync, optimizer.
+  std::map<std::string, pm::Histogram*> phase_seconds;
+  std::unique_ptr<monitor::TraceLog> trace;
+  pm::Counter* grad_explosions = nullptr;
+  pm::Gauge* stragglers = nullptr;
+  monitor::GradientWatch gradient_watch;  // 10x the moving average, after 20 steps
   pm::Histogram* ckpt_stall = nullptr;
   pm::Counter* ckpt_saves = nullptr;
   pm::Counter* ckpt_bytes = nullptr;
@@ -66,6 +78,21 @@ struct WorkerMonitor::Impl {
         &AddHistogram(r, "spot_train_collective_seconds",
                       "Wall time of a step's all-reduces (gradients and control values)")
              .Add(labels, step_buckets);
+    auto& phase_family = AddHistogram(
+        r, "spot_train_phase_seconds",
+        "Wall time per step in each phase: data (batch assembly and transfer), forward (with "
+        "the loss), backward, sync (gradient all-reduce), optimizer");
+    for (const char* phase : {"data", "forward", "backward", "sync", "optimizer"}) {
+      pm::Labels l = labels;
+      l["phase"] = phase;
+      phase_seconds[phase] = &phase_family.Add(l, monitor::ExponentialBuckets(0.0001, 2, 16));
+    }
+    grad_explosions = &AddCounter(r, "spot_train_grad_explosions_total",
+                                  "Steps whose gradient norm exceeded 10 x its moving average")
+                           .Add(labels);
+    stragglers = &AddGauge(r, "spot_train_stragglers",
+                           "Workers of the group flagged as stragglers (reported by rank 0)")
+                      .Add(labels);
     samples_per_s = &AddGauge(r, "spot_train_samples_per_second",
                               "Global training throughput: the batch over the last step's time "
                               "(moving average)")
@@ -119,6 +146,16 @@ struct WorkerMonitor::Impl {
 
   void OnStep(const dist::StepStats& s) {
     steps->Increment();
+    std::map<std::string, double> per_phase;
+    for (const dist::PhaseTime& p : s.phases) {
+      per_phase[p.phase] += p.seconds;
+      if (trace) trace->Complete(p.phase, monitor::TraceLane::kStep, p.start, p.seconds, s.step);
+    }
+    for (const auto& [phase, seconds] : per_phase) {
+      if (auto it = phase_seconds.find(phase); it != phase_seconds.end()) {
+        it->second->Observe(seconds);
+      }
+    }
     samples->Increment(static_cast<double>(s.samples));
     compute_seconds->Increment(s.compute_seconds);
     step_seconds->Observe(s.step_seconds);
@@ -135,12 +172,41 @@ struct WorkerMonitor::Impl {
     world->Set(s.world);
     rank->Set(s.rank);
     if (s.rank == 0) {
+      CheckGradients(s);
+      stragglers->Set(s.stragglers);
+    }
+    if (s.rank == 0) {
       TensorBoard(s.step, {{"train/loss", s.loss},
                            {"train/learning_rate", s.lr},
                            {"train/grad_norm", s.grad_norm},
                            {"train/samples_per_second", rate_ema},
                            {"train/workers", s.world}});
     }
+  }
+  // Layer groups to TensorBoard, and the alert on exploding gradients.
+  void CheckGradients(const dist::StepStats& s) {
+    if (!s.layers.empty()) {
+      std::vector<std::pair<std::string, double>> values;
+      for (const dist::LayerStats& l : s.layers) {
+        values.push_back({"grad_norm/" + l.group, l.grad_norm});
+        values.push_back({"update_ratio/" + l.group, l.update_ratio});
+      }
+      TensorBoard(s.step, values);
+    }
+    const std::optional<double> ratio = gradient_watch.Observe(s.grad_norm);
+    if (!ratio) return;
+    grad_explosions->Increment();
+    std::string largest;
+    double most = -1;
+    for (const dist::LayerStats& l : s.layers) {
+      if (l.grad_norm > most) most = l.grad_norm, largest = l.group;
+    }
+    spdlog::warn(
+        "step {}: gradient norm {:.4g} is {:.0f}x its moving average {:.4g}{}: exploding "
+        "gradients (lower the learning rate, clip, or warm up longer)",
+        s.step, s.grad_norm, *ratio, gradient_watch.average(),
+        largest.empty() ? "" : fmt::format(" (largest in {})", largest));
+    TensorBoard(s.step, {{"alerts/grad_explosion", 1}});
   }
   void OnEval(const dist::EvalStats& e) {
     accuracy->Set(e.test_accuracy);
@@ -159,6 +225,14 @@ Result<std::unique_ptr<WorkerMonitor>> WorkerMonitor::Start(const WorkerMonitorO
   impl->opt = options;
   impl->labels = {{"job_id", options.job_id}, {"worker_id", options.worker_id}};
   impl->Build();
+  if (!options.trace_path.empty()) {
+    auto trace = monitor::TraceLog::Open(options.trace_path);
+    if (trace.ok()) {
+      impl->trace = std::move(trace).value();
+    } else {
+      spdlog::warn("step profile off: {}", trace.status().message());
+    }
+  }
   if (options.metrics_port >= 0) {
     SPOT_ASSIGN_OR_RETURN(impl->server, monitor::MetricsServer::Start(
                                             impl->registry, {.port = options.metrics_port}));
@@ -176,6 +250,10 @@ dist::WorkerObserver WorkerMonitor::Observer() {
               [m](const dist::CheckpointStats& c) {
                 m->ckpt_saves->Increment();
                 m->ckpt_stall->Observe(c.stall_seconds);
+                if (m->trace) {
+                  m->trace->Complete("save", monitor::TraceLane::kCheckpoint, c.start,
+                                     c.stall_seconds, c.step);
+                }
               },
           .on_checkpoint_written =
               [m](const dist::CheckpointWritten& w) {

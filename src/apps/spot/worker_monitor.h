@@ -1,7 +1,8 @@
 // What a `spot worker` shows of itself: Prometheus metrics at /metrics (step
 // time, throughput, loss, learning rate, gradient norm, checkpoint stalls and
-// bytes, collective time, its generation and world) and, while it is rank 0,
-// TensorBoard scalars in the job's run directory.
+// bytes, collective time, time per step phase, its generation and world), a
+// step profile (trace events of every step's phases and every save) and,
+// while it is rank 0, TensorBoard scalars in the job's run directory.
 #pragma once
 
 #include <memory>
@@ -17,6 +18,9 @@ struct WorkerMonitorOptions {
   std::string worker_id;
   int metrics_port = -1;        // -1: no /metrics; 0: any free port
   std::string tensorboard_dir;  // "": no event files
+  // The step profile (monitor/chrome_trace.h): each step's phases and each
+  // save, as trace events; "": none.
+  std::string trace_path;
 };
 
 class WorkerMonitor {

@@ -1,0 +1,22 @@
+// Parses a JSON file a user gave (a market trace, a price history) strictly:
+// an object that names a key twice is an error, not "the last one wins" as
+// nlohmann::json (and most JSON readers) would silently have it.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace spot {
+
+// The document in `text`, the contents of `file` (which only names it in
+// messages). InvalidArgument naming the file and the line for a syntax error
+// ("f.json:3: JSON syntax error: ..."), and the file and key for a duplicate
+// key ("f.json: metadata.gap_seconds: given twice (JSON keys must be unique)")
+// or for nesting deeper than kMaxJsonDepth.
+inline constexpr int kMaxJsonDepth = 256;
+Result<nlohmann::json> ParseStrictJson(std::string_view text, const std::string& file);
+
+}  // namespace spot
