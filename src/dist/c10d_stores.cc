@@ -290,13 +290,18 @@ struct Endpoint {
 Result<Endpoint> ParseRendezvousUrl(const std::string& url) {
   static const std::regex kForm(R"(^(tcp|etcd)://([A-Za-z0-9.\-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$)");
   std::smatch m;
-  if (!std::regex_match(url, m, kForm) || std::stoi(m[3]) == 0 || std::stoi(m[3]) > 65535) {
+  int port = 0;
+  if (std::regex_match(url, m, kForm)) {
+    const std::string digits = m[3];  // 1-5 digits: fits an int
+    std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  }
+  if (port < 1 || port > 65535) {
     return InvalidArgumentError(fmt::format(
         "rendezvous address '{}': expected tcp://HOST:PORT (a TCPStore) or etcd://HOST:PORT "
         "(etcd's client URL), with a port in 1-65535",
         url));
   }
-  return Endpoint{.scheme = m[1], .host = m[2], .port = std::stoi(m[3])};
+  return Endpoint{.scheme = m[1], .host = m[2], .port = port};
 }
 
 // One probe of a tcp:// rendezvous: every wait ends at the deadline, or as

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -41,8 +42,9 @@ std::vector<Leaked> Marked(const std::string& entry) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator("/proc", ec)) {
     const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(name));
+    pid_t pid = 0;
+    const auto [end, err] = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (err != std::errc() || end != name.data() + name.size()) continue;  // not a process
     if (pid == ::getpid()) continue;
     const std::string env = ReadAll(e.path() / "environ");
     if (env.find(std::string(1, '\0') + entry + '\0') == std::string::npos &&
