@@ -76,8 +76,18 @@ struct CodecRow {
 struct RestoreFigures {
   std::vector<double> full_s, delta_s, torch_s;
   std::vector<double> full_load_s, delta_load_s;  // of which LoadNewestValid
+  // The same versions decoded by CheckpointFile directly: the full one on
+  // every core and on one thread, the chain in one pass (ReadChain), each +
+  // RestoreTrainState.
+  std::vector<double> full_direct_s, full_serial_s, chain_s;
+  std::vector<double> full_direct_load_s, full_serial_load_s, chain_load_s;  // of which the decode
   int delta_depth = 0;
   uint64_t full_file_bytes = 0;
+  // What writing them cost (AsyncSaver's writer thread): the full version and
+  // each delta, and their file sizes.
+  double full_write_s = 0;
+  std::vector<double> delta_write_s;
+  uint64_t delta_file_bytes = 0;  // the newest delta
 };
 
 // Everything measured for one training state.

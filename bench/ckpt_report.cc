@@ -162,7 +162,9 @@ std::string OverheadSection(const std::vector<SubjectFigures>& all, const CkptBe
       "saves to be written (Flush), so each run carries all the work of its saves (this "
       "overstates their cost by whatever part of a write, such as fsync waits, would overlap "
       "later training). steps/s = steps / run s. Checkpointing arms run as trainer.cc does: a "
-      "fresh CheckpointStore and AsyncSaver (sub-delta versions, full_every 8), a save of the initial "
+      "fresh CheckpointStore and AsyncSaver (sub-delta versions, full_every 8, a full version "
+      "after a delta that saved under 10%), a save of the "
+      "initial "
       "state before the first step (the trainer does this when rollback is on, the default), "
       "then a save whenever IntervalPolicy::IntervalSeconds() (default IntervalOptions: MTBF "
       "1 h, max_overhead 1%, first save after 30 s) or the forced interval has passed; every "
@@ -258,8 +260,8 @@ std::string CodecSection(const std::vector<SubjectFigures>& all) {
 }
 
 std::string RestoreSection(const std::vector<SubjectFigures>& all, const CkptBenchOptions& o) {
-  Table t({"state", "restore", "ms", "of which LoadNewestValid ms", "vs torch::load", "verified"});
-  std::string raw;
+  Table t({"state", "restore", "ms", "of which decoding ms", "vs torch::load", "verified"});
+  std::string raw, writes;
   for (const SubjectFigures& f : all) {
     const RestoreFigures& r = f.restore;
     double tl = Median(r.torch_s);
@@ -271,12 +273,25 @@ std::string RestoreSection(const std::vector<SubjectFigures>& all, const CkptBen
                 fmt::format("{:.2f}x", m / tl), "yes"});
     };
     row("full version (LoadNewestValid + RestoreTrainState)", r.full_s, r.full_load_s);
+    row("full version (ReadAll + RestoreTrainState)", r.full_direct_s, r.full_direct_load_s);
+    row("full version on one thread (ReadAll(threads 1) + RestoreTrainState)", r.full_serial_s,
+        r.full_serial_load_s);
     row(fmt::format("delta at chain depth {} (LoadNewestValid + RestoreTrainState)", r.delta_depth),
         r.delta_s, r.delta_load_s);
+    row(fmt::format("delta at chain depth {}, chain in one pass (ReadChain + RestoreTrainState)",
+                    r.delta_depth),
+        r.chain_s, r.chain_load_s);
     row("torch::load (model + optimizer)", r.torch_s, {});
-    raw += fmt::format("- {}: full {}, delta {}, torch::load {} (ms)\n", f.key,
-                       FormatList(Scaled(r.full_s, 1e3), 1), FormatList(Scaled(r.delta_s, 1e3), 1),
-                       FormatList(Scaled(r.torch_s, 1e3), 1));
+    raw += fmt::format(
+        "- {}: full {}, full by ReadAll {}, full on one thread {}, delta {}, delta in one pass "
+        "{}, torch::load {} (ms)\n",
+        f.key, FormatList(Scaled(r.full_s, 1e3), 1), FormatList(Scaled(r.full_direct_s, 1e3), 1),
+        FormatList(Scaled(r.full_serial_s, 1e3), 1), FormatList(Scaled(r.delta_s, 1e3), 1),
+        FormatList(Scaled(r.chain_s, 1e3), 1), FormatList(Scaled(r.torch_s, 1e3), 1));
+    writes += fmt::format("- {}: full version {:.0f} ms, {} MB; deltas {} ms, the newest {} MB\n",
+                          f.key, r.full_write_s * 1e3, Mb(static_cast<double>(r.full_file_bytes)),
+                          FormatList(Scaled(r.delta_write_s, 1e3), 0),
+                          Mb(static_cast<double>(r.delta_file_bytes)));
   }
   return fmt::format(
       "### 5. Restore time\n\n"
@@ -284,13 +299,19 @@ std::string RestoreSection(const std::vector<SubjectFigures>& all, const CkptBen
       "dropped, and after it the state is captured again and compared record by record (by "
       "checksum) with what was saved (torch::load: parameters, buffers and Adam state only; it "
       "holds no RNG or counters). Ours reads and checks the manifest, every chunk and every "
-      "decoded record. The versions were written by AsyncSaver (sub-delta versions) one training step "
+      "decoded record. The versions were written by AsyncSaver (sub-delta versions) one training "
+      "step "
       "apart: a full version, then {} deltas; the full one is restored with "
       "LoadNewestValid(before_step = its step + 1), the newest with LoadNewestValid(), which "
-      "decodes the whole chain. torch::load reads files torch::save wrote of the "
+      "decodes the whole chain (the store also checks each file's whole-file checksum, beside "
+      "the decode). The rows through CheckpointFile decode the same files directly (opened "
+      "once, untimed): the full one with ReadAll, on every core and on one thread, and the "
+      "chain with ReadChain, each chunk through all its versions while in cache. Decoding "
+      "runs on one thread per core unless said. torch::load reads files torch::save wrote of the "
       "same state. All files were just written (page cache). \"vs torch::load\" < 1 means "
-      "ours is faster.\n\n{}\nAll reps:\n{}",
-      o.restores, kRestoreChainDepth, t.ToMarkdown(), raw);
+      "ours is faster.\n\n{}\nAll reps:\n{}\nWriting them (AsyncSaver's writer thread: "
+      "encode, write, fsync, retention):\n{}",
+      o.restores, kRestoreChainDepth, t.ToMarkdown(), raw, writes);
 }
 
 }  // namespace
@@ -300,6 +321,15 @@ std::string CkptReport(const CkptBenchOptions& o, const std::string& data_source
   std::string others;
   for (const SubjectFigures& f : all) {
     others += fmt::format("{}{} {:.2f}", others.empty() ? "" : ", ", f.key, f.other_cores);
+  }
+  if (o.restore_only) {
+    return fmt::format(
+               "## ckpt: restore time\n\nStates: {}. Each after {} Adam steps (lr 1e-3, batch "
+               "{}) on {}; {} intra-op threads, seed {}. Cores other processes used meanwhile: "
+               "{}. The workload took {:.0f} s.\n\n",
+               fmt::join(o.states, ", "), o.warmup_steps, o.batch, data_source, o.threads, o.seed,
+               others, elapsed_s) +
+           RestoreSection(all, o);
   }
   return fmt::format(
              "## ckpt: checkpointing cost in training\n\n"

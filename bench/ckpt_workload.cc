@@ -584,26 +584,49 @@ Result<RestoreFigures> MeasureRestore(Subject& s, const CkptBenchOptions& o, con
   RestoreFigures f;
   // Versions written the way the trainer writes them (AsyncSaver, sub-delta,
   // full_every 8), one training step apart: a full version, then deltas up to
-  // chain depth 3.
+  // chain depth 3 (kept as deltas whatever they save).
   SPOT_ASSIGN_OR_RETURN(std::unique_ptr<ckpt::CheckpointStore> store,
                         ckpt::CheckpointStore::Open({.dir = dir + "/ours"}));
   Fingerprint full_print;
   int64_t full_step = 0;
+  std::vector<int64_t> ids;
   {
-    ckpt::AsyncSaver saver(store.get(), ckpt::AsyncSaverOptions{});
+    // Deltas whatever they save: the chain is what is measured.
+    ckpt::AsyncSaver saver(store.get(), ckpt::AsyncSaverOptions{.min_delta_saving = 0});
     int64_t parent = -1;
     for (int v = 0; v <= kRestoreChainDepth; ++v) {
       if (v > 0) s.Step();
       SPOT_ASSIGN_OR_RETURN(ckpt::Container * c, saver.Acquire());
       SPOT_RETURN_IF_ERROR(s.Capture(c));
       parent = saver.Submit(c, {.step = s.counters.step, .parent = parent});
+      ids.push_back(parent);
       SPOT_RETURN_IF_ERROR(saver.Flush());
       if (v == 0) {
         full_step = s.counters.step;
         SPOT_ASSIGN_OR_RETURN(full_print, TakeFingerprint(s, scratch));
       }
     }
+    for (const ckpt::SaveReport& r : saver.TakeCompleted()) {
+      if (r.info.base < 0) {
+        f.full_write_s = r.write_s;
+      } else {
+        f.delta_write_s.push_back(r.write_s);
+        f.delta_file_bytes = r.info.file_bytes;
+      }
+    }
   }
+  // The version files, opened (and their indexes checked) once: what the
+  // store's decode does before reading chunks.
+  std::vector<ckpt::CheckpointFile> files;
+  for (int64_t id : ids) {
+    SPOT_ASSIGN_OR_RETURN(ckpt::CheckpointFile file,
+                          ckpt::CheckpointFile::Open(store->tier(ckpt::Tier::kLocal),
+                                                     ckpt::CheckpointStore::DataFileName(id)));
+    files.push_back(std::move(file));
+  }
+  std::vector<const ckpt::CheckpointFile*> chain;
+  for (const ckpt::CheckpointFile& file : files) chain.push_back(&file);
+  ckpt::ChunkCodec codec;
   SPOT_ASSIGN_OR_RETURN(Fingerprint delta_print, TakeFingerprint(s, scratch));
   // torch::save of the newest state.
   std::filesystem::create_directories(dir + "/torch");
@@ -623,6 +646,40 @@ Result<RestoreFigures> MeasureRestore(Subject& s, const CkptBenchOptions& o, con
     f.full_file_bytes = lf.info.file_bytes;
     SPOT_ASSIGN_OR_RETURN(Fingerprint got, TakeFingerprint(s, scratch));
     SPOT_RETURN_IF_ERROR(CheckSame(full_print, got, "restoring the full version"));
+
+    s.Scramble();
+    t0 = Clock::now();
+    {
+      SPOT_ASSIGN_OR_RETURN(ckpt::Container c, files[0].ReadAll(nullptr, codec));
+      f.full_direct_load_s.push_back(Since(t0));
+      SPOT_RETURN_IF_ERROR(s.Restore(c));
+    }
+    f.full_direct_s.push_back(Since(t0));
+    SPOT_ASSIGN_OR_RETURN(got, TakeFingerprint(s, scratch));
+    SPOT_RETURN_IF_ERROR(CheckSame(full_print, got, "restoring the full version directly"));
+
+    s.Scramble();
+    t0 = Clock::now();
+    {
+      SPOT_ASSIGN_OR_RETURN(ckpt::Container c, files[0].ReadAll(nullptr, codec, /*threads=*/1));
+      f.full_serial_load_s.push_back(Since(t0));
+      SPOT_RETURN_IF_ERROR(s.Restore(c));
+    }
+    f.full_serial_s.push_back(Since(t0));
+    SPOT_ASSIGN_OR_RETURN(got, TakeFingerprint(s, scratch));
+    SPOT_RETURN_IF_ERROR(CheckSame(full_print, got, "restoring the full version on one thread"));
+
+    s.Scramble();
+    t0 = Clock::now();
+    {
+      SPOT_ASSIGN_OR_RETURN(ckpt::Container c,
+                            ckpt::CheckpointFile::ReadChain(chain, nullptr, codec));
+      f.chain_load_s.push_back(Since(t0));
+      SPOT_RETURN_IF_ERROR(s.Restore(c));
+    }
+    f.chain_s.push_back(Since(t0));
+    SPOT_ASSIGN_OR_RETURN(got, TakeFingerprint(s, scratch));
+    SPOT_RETURN_IF_ERROR(CheckSame(delta_print, got, "restoring the delta chain in one pass"));
 
     s.Scramble();
     t0 = Clock::now();
@@ -651,6 +708,15 @@ Result<RestoreFigures> MeasureRestore(Subject& s, const CkptBenchOptions& o, con
   return f;
 }
 
+Status MeasureRestoreInto(const std::string& key, Subject& s, const CkptBenchOptions& o,
+                          const std::string& dir, SubjectFigures* f) {
+  Progress(fmt::format("ckpt {}: 5. restore, {} reps of full, delta (depth {}) and torch::load",
+                       key, o.restores, kRestoreChainDepth));
+  ckpt::Container scratch;
+  SPOT_ASSIGN_OR_RETURN(f->restore, MeasureRestore(s, o, dir + "/restore", &scratch));
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------------------
 
 Result<SubjectFigures> MeasureSubject(const std::string& key, const Data& data,
@@ -668,6 +734,12 @@ Result<SubjectFigures> MeasureSubject(const std::string& key, const Data& data,
   for (int i = 0; i < o.warmup_steps; ++i) s->Step();
   WaitForQuiet(o.quiet_cores, o.quiet_wait_s);
   CpuLoadMeter meter;
+  if (o.restore_only) {
+    SPOT_RETURN_IF_ERROR(MeasureRestoreInto(key, *s, o, dir, &f));
+    f.other_cores = meter.OtherCores();
+    std::filesystem::remove_all(dir);
+    return f;
+  }
 
   Progress(fmt::format("ckpt {}: 1. blocking time, {} + {} saves and memcpys, {} torch::save", key,
                        kWarmupSaves, o.saves, kTorchSaves));
@@ -725,12 +797,7 @@ Result<SubjectFigures> MeasureSubject(const std::string& key, const Data& data,
     f.bytes.push_back(std::move(row));
   }
 
-  Progress(fmt::format("ckpt {}: 5. restore, {} reps of full, delta (depth {}) and torch::load",
-                       key, o.restores, kRestoreChainDepth));
-  {
-    ckpt::Container scratch;
-    SPOT_ASSIGN_OR_RETURN(f.restore, MeasureRestore(*s, o, dir + "/restore", &scratch));
-  }
+  SPOT_RETURN_IF_ERROR(MeasureRestoreInto(key, *s, o, dir, &f));
   f.other_cores = meter.OtherCores();
   std::filesystem::remove_all(dir);
   return f;

@@ -37,8 +37,9 @@ struct CkptBenchOptions {
   int64_t mlp_steps = 12;   // 2: steps per training run, 50M MLP (~0.5-0.8 s each on 2 cores)
   double aggressive_interval_s = 2;  // 2: the forced interval, CNN
   double mlp_aggressive_interval_s =
-      5;             // 2: the forced interval, 50M MLP (a write takes longer than 2 s)
-  int restores = 3;  // 5: timed restores per method
+      5;                      // 2: the forced interval, 50M MLP (a write takes longer than 2 s)
+  int restores = 3;           // 5: timed restores per method
+  bool restore_only = false;  // measure 5 alone (no training runs)
   int64_t batch = 64;
   int threads = 2;  // intra-op threads
   int64_t seed = 1;

@@ -133,6 +133,8 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--ckpt-restores", f->ckpt.restores, "ckpt: timed restores per method")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_flag("--ckpt-restore-only", f->ckpt.restore_only,
+               "ckpt: measure the restore time alone (section 5; no training runs)");
   app.add_option("--sim-samples", f->sim.samples, "sim: starts per zone for the fast policies")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -285,6 +287,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  spot::InitLogging(spot::LogLevel::kWarn);  // the trainer's info lines would drown the progress
+  // Warnings only: the trainer's info lines would drown the progress.
+  if (spot::Status s = spot::InitLogging(spot::LogLevel::kWarn); !s.ok()) {
+    fmt::print(stderr, "error: {}\n", s.message());
+    return 2;
+  }
   return spot::bench::Run(flags);
 }

@@ -12,7 +12,6 @@
 #include "control/run_spec.h"
 #include "core/spec_reader.h"
 #include "fuzz_support.h"
-#include "known_bugs.h"
 #include "train/train_spec.h"
 
 namespace {
@@ -46,7 +45,6 @@ void RunJob(const std::string& text) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text = spot::fuzz::AsString(data, size);
-  if (spot::fuzz::KnownYamlBug(text)) return 0;
   RunJob(text);
   auto train = spot::train::ParseTrainSpec(text, "train.yaml");
   if (!train.ok()) CheckInvalidArgument(train.status());

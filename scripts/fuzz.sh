@@ -32,6 +32,8 @@ if [[ ! -f "$build/build.ninja" ]]; then
   CC=clang-14 CXX=clang++-14 cmake -S fuzz -B "$build" -G Ninja
 fi
 build_cmd=(cmake --build "$build" -j "$jobs")
+# Named targets: build only those.
+if (($# > 0)); then build_cmd+=(--target); for t in "$@"; do build_cmd+=("${t}_fuzzer"); done; fi
 if [[ -n "${FUZZ_BUILD_LOCK:-}" ]]; then build_cmd=(flock "$FUZZ_BUILD_LOCK" "${build_cmd[@]}"); fi
 "${build_cmd[@]}"
 [[ -n "${FUZZ_BUILD_ONLY:-}" ]] && exit 0
@@ -41,7 +43,7 @@ dict_of() {
   case "$1" in
     spec_reader | job_spec) echo yaml ;;
     csv | price_csv | catalog_csv) echo csv ;;
-    availability_json | aws_price_history | ckpt_manifest | rendezvous_state | metadata_answer)
+    availability_json | aws_price_history | ckpt_manifest | rendezvous_state | metadata_answer | log_line)
       echo json ;;
     prometheus_text) echo prometheus ;;
     api_request) echo http ;;

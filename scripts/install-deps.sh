@@ -21,6 +21,9 @@ PACKAGES=(
   # data and the Python side (interop test, benchmark baseline): Fashion-MNIST,
   # and the King James Bible for the language model (examples/gpt-bible)
   dataset-fashion-mnist bible-kjv python3 python3-torch python3-numpy python3-yaml
+  # the project virtual environment of the reference peers and test servers
+  # (scripts/install-python-peers.sh)
+  python3-venv
   # monitoring: a Prometheus server and promtool for the metrics tests, protoc to
   # read TensorBoard event files back, Chromium and its WebDriver for the dashboard
   # test, Node.js to fetch the dashboard's front-end libraries from npm at build time

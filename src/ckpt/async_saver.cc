@@ -113,7 +113,8 @@ void AsyncSaver::WriterLoop() {
       writing_ = true;
     }
     auto t0 = Clock::now();
-    bool delta = opt_.delta && reference_id_ >= 0 && reference_depth_ + 1 < opt_.full_every;
+    bool delta =
+        opt_.delta && reference_id_ >= 0 && reference_depth_ + 1 < opt_.full_every && !next_full_;
     const int64_t id = job.id;
     auto v = store_->Write(id, *job.snapshot, &reference_, delta ? reference_id_ : -1,
                            delta ? reference_depth_ + 1 : 0, job.request, codec_);
@@ -121,12 +122,14 @@ void AsyncSaver::WriterLoop() {
     if (v.ok()) {
       reference_id_ = v->id;
       reference_depth_ = v->chain_depth;
+      NoteWritten(*v);
       auto dropped = store_->ApplyRetention(Tier::kLocal);
       if (!dropped.ok()) spdlog::warn("checkpoint retention: {}", dropped.status().message());
     } else {
       reference_.Clear();  // unspecified after a failed write: start over in full
       reference_id_ = -1;
       reference_depth_ = 0;
+      next_full_ = false;
       spdlog::error("checkpoint {} failed: {}", id, st.message());
     }
     double write_s = Since(t0);
@@ -143,6 +146,18 @@ void AsyncSaver::WriterLoop() {
     }
     cv_.notify_all();
   }
+}
+
+void AsyncSaver::NoteWritten(const VersionInfo& v) {
+  if (v.base < 0) {
+    chain_full_bytes_ = v.file_bytes;
+    next_full_ = false;
+    return;
+  }
+  const double saving = chain_full_bytes_ > 0 ? 1 - static_cast<double>(v.file_bytes) /
+                                                        static_cast<double>(chain_full_bytes_)
+                                              : 1;
+  next_full_ = opt_.min_delta_saving > 0 && saving < opt_.min_delta_saving;
 }
 
 void AsyncSaver::ReplicatorLoop() {

@@ -3,7 +3,8 @@
 // The training thread Acquire()s a snapshot buffer, copies its state into it
 // (the only part it waits for: a memcpy into storage reused from earlier
 // saves) and Submit()s it. A writer thread encodes the snapshot (a delta
-// against the previous version, a full version every `full_every`), writes it
+// against the previous version, a full version every `full_every` and
+// whenever the last delta saved too little), writes it
 // to the local tier and applies retention; a replicator thread copies each
 // committed version to the durable tier. At most `max_in_flight` snapshots
 // wait to be written: Acquire blocks when they are all taken (back-pressure).
@@ -33,8 +34,16 @@
 namespace spot::ckpt {
 
 struct AsyncSaverOptions {
-  bool delta = true;      // encode against the previous version when possible
-  int full_every = 8;     // at most full_every - 1 deltas between full versions (>= 1)
+  bool delta = true;   // encode against the previous version when possible
+  int full_every = 8;  // at most full_every - 1 deltas between full versions (>= 1)
+  // The next version is written in full when the last delta saved less than
+  // this fraction of the bytes of the full version its chain starts from
+  // (0 = never for this reason). A restart decodes every version of a chain,
+  // so a delta must pay for that by being clearly smaller; a delta costs the
+  // writer about as much as a full version, so writing in full costs bytes
+  // only. Deltas of saves a step apart save 20-45%; saves hundreds of steps
+  // apart, as the interval policy makes them for a large state, much less.
+  double min_delta_saving = 0.1;
   int max_in_flight = 2;  // snapshots waiting to be written (>= 1)
   int zstd_level = 1;
 };
@@ -88,6 +97,8 @@ class AsyncSaver {
     int64_t id;
   };
   void WriterLoop();
+  // Writer thread: decides from a committed version whether the next is full.
+  void NoteWritten(const VersionInfo& v);
   void ReplicatorLoop();
 
   CheckpointStore* store_;
@@ -111,6 +122,8 @@ class AsyncSaver {
   Container reference_;
   int64_t reference_id_ = -1;
   int reference_depth_ = 0;
+  uint64_t chain_full_bytes_ = 0;  // file bytes of the full version the chain starts from
+  bool next_full_ = false;         // the last delta saved too little
   ChunkCodec codec_;
 
   std::thread writer_, replicator_;

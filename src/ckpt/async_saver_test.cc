@@ -129,6 +129,7 @@ class AsyncSaverTest : public ::testing::Test {
 TEST_F(AsyncSaverTest, CyclesWriteShortDeltaChainsThatLoadBitwise) {
   auto store = Open();
   AsyncSaverOptions o;
+  o.min_delta_saving = 0;  // FillState's states differ in every byte: deltas save nothing
   o.full_every = 3;
   o.max_in_flight = 2;
   {
@@ -189,6 +190,49 @@ TEST_F(AsyncSaverTest, WithoutDeltasEveryVersionIsFull) {
   ExpectAllLoadBitwise(*store);
 }
 
+// States whose deltas save nothing get a full version after each delta, so a
+// restart never decodes a chain that saved no bytes; states that barely change
+// keep their deltas up to full_every.
+TEST_F(AsyncSaverTest, ADeltaThatSavesTooLittleMakesTheNextVersionFull) {
+  auto store = Open();
+  AsyncSaverOptions o;
+  o.full_every = 4;
+  o.max_in_flight = 1;
+  ASSERT_GT(o.min_delta_saving, 0) << "on by default";
+  {
+    AsyncSaver saver(store.get(), o);
+    for (uint64_t seed = 1; seed <= 5; ++seed) Save(saver, seed);  // every byte differs
+    ASSERT_TRUE(saver.Flush().ok());
+    std::vector<SaveReport> done = saver.TakeCompleted();
+    ASSERT_EQ(done.size(), 5u);
+    std::vector<int> depth;
+    for (const SaveReport& r : done) depth.push_back(r.info.chain_depth);
+    EXPECT_EQ(depth, (std::vector<int>{0, 1, 0, 1, 0}));
+    for (const SaveReport& r : done) {
+      if (r.info.base >= 0) {
+        EXPECT_GT(r.info.file_bytes, done[0].info.file_bytes * 9 / 10);
+      }
+    }
+  }
+  {
+    // Only the step counter changes: each delta is a fraction of the full version.
+    AsyncSaver saver(store.get(), o);
+    for (int64_t step = 10; step < 16; ++step) {
+      auto c = saver.Acquire();
+      ASSERT_TRUE(c.ok()) << c.status().ToString();
+      FillState(*c, 99);
+      std::memcpy((*c)->mutable_data(3).data(), &step, 8);
+      submitted_[step] = Bytes(**c);
+      saver.Submit(*c, {.step = step});
+    }
+    ASSERT_TRUE(saver.Flush().ok());
+    std::vector<int> depth;
+    for (const SaveReport& r : saver.TakeCompleted()) depth.push_back(r.info.chain_depth);
+    EXPECT_EQ(depth, (std::vector<int>{0, 1, 2, 3, 0, 1}));
+  }
+  ExpectAllLoadBitwise(*store);
+}
+
 TEST_F(AsyncSaverTest, OneInFlightAcquireWaitsForTheWrite) {
   auto store = Open();
   AsyncSaverOptions o;
@@ -240,6 +284,7 @@ TEST_F(AsyncSaverTest, FlushWithAPassedDeadlineReportsWhatIsLeft) {
 TEST_F(AsyncSaverTest, WriteErrorIsReportedAndTheNextVersionIsFull) {
   auto store = Open();
   AsyncSaverOptions o;
+  o.min_delta_saving = 0;  // FillState's states differ in every byte: deltas save nothing
   o.max_in_flight = 1;
   o.full_every = 100;
   AsyncSaver saver(store.get(), o);
@@ -287,6 +332,7 @@ TEST_F(AsyncSaverTest, WriteErrorIsReportedAndTheNextVersionIsFull) {
 TEST_F(AsyncSaverTest, ReplicatesToTheDurableTier) {
   auto store = Open(1000, /*with_durable=*/true);
   AsyncSaverOptions o;
+  o.min_delta_saving = 0;  // FillState's states differ in every byte: deltas save nothing
   o.full_every = 2;
   {
     AsyncSaver saver(store.get(), o);
@@ -333,6 +379,7 @@ TEST_F(AsyncSaverTest, BusyUntilTheDurableCopyIsDone) {
 TEST_F(AsyncSaverTest, TightRetentionInBothTiersKeepsTheNewestLoadable) {
   auto store = Open(/*keep_last=*/1, /*with_durable=*/true);
   AsyncSaverOptions o;
+  o.min_delta_saving = 0;  // FillState's states differ in every byte: deltas save nothing
   o.full_every = 4;
   o.max_in_flight = 2;
   {
@@ -365,6 +412,7 @@ TEST_F(AsyncSaverTest, TightRetentionInBothTiersKeepsTheNewestLoadable) {
 TEST_F(AsyncSaverTest, ReplicationErrorIsReportedAndRepairedByTheNextSave) {
   auto store = Open(1000, /*with_durable=*/true);
   AsyncSaverOptions o;
+  o.min_delta_saving = 0;  // FillState's states differ in every byte: deltas save nothing
   o.max_in_flight = 1;
   o.full_every = 100;
   {

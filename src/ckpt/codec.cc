@@ -30,10 +30,12 @@ void ShuffleTail(const char* src, size_t n, size_t begin, char* dst) {
   }
 }
 
+// Unshuffling reads plane p from planes[p]: the planes need not be
+// contiguous (a planes payload leaves those stored as is where they are).
 template <size_t kSize>
-void UnshuffleTail(const char* src, size_t n, size_t begin, char* dst) {
+void UnshuffleTail(const char* const* planes, size_t n, size_t begin, char* dst) {
   for (size_t i = begin; i < n; ++i) {
-    for (size_t p = 0; p < kSize; ++p) dst[i * kSize + p] = src[p * n + i];
+    for (size_t p = 0; p < kSize; ++p) dst[i * kSize + p] = planes[p][i];
   }
 }
 
@@ -95,21 +97,21 @@ size_t Shuffle8Simd(const char* src, size_t n, char* dst) {
 }
 
 // Unshuffling interleaves planes pairwise, widening the unit each round.
-size_t Unshuffle2Simd(const char* src, size_t n, char* dst) {
+size_t Unshuffle2Simd(const char* const* pl, size_t n, char* dst) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    __m128i p0 = Load(src + i), p1 = Load(src + n + i);
+    __m128i p0 = Load(pl[0] + i), p1 = Load(pl[1] + i);
     Store(dst + 2 * i, _mm_unpacklo_epi8(p0, p1));
     Store(dst + 2 * i + 16, _mm_unpackhi_epi8(p0, p1));
   }
   return i;
 }
 
-size_t Unshuffle4Simd(const char* src, size_t n, char* dst) {
+size_t Unshuffle4Simd(const char* const* pl, size_t n, char* dst) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    __m128i p0 = Load(src + i), p1 = Load(src + n + i);
-    __m128i p2 = Load(src + 2 * n + i), p3 = Load(src + 3 * n + i);
+    __m128i p0 = Load(pl[0] + i), p1 = Load(pl[1] + i);
+    __m128i p2 = Load(pl[2] + i), p3 = Load(pl[3] + i);
     __m128i a_lo = _mm_unpacklo_epi8(p0, p1), a_hi = _mm_unpackhi_epi8(p0, p1);
     __m128i b_lo = _mm_unpacklo_epi8(p2, p3), b_hi = _mm_unpackhi_epi8(p2, p3);
     char* d = dst + 4 * i;
@@ -121,12 +123,12 @@ size_t Unshuffle4Simd(const char* src, size_t n, char* dst) {
   return i;
 }
 
-size_t Unshuffle8Simd(const char* src, size_t n, char* dst) {
+size_t Unshuffle8Simd(const char* const* pl, size_t n, char* dst) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     __m128i pairs[4][2];  // planes 2k, 2k+1 interleaved: elements 0-7, 8-15
     for (size_t k = 0; k < 4; ++k) {
-      __m128i a = Load(src + 2 * k * n + i), b = Load(src + (2 * k + 1) * n + i);
+      __m128i a = Load(pl[2 * k] + i), b = Load(pl[2 * k + 1] + i);
       pairs[k][0] = _mm_unpacklo_epi8(a, b);
       pairs[k][1] = _mm_unpackhi_epi8(a, b);
     }
@@ -148,9 +150,9 @@ size_t Unshuffle8Simd(const char* src, size_t n, char* dst) {
 size_t Shuffle2Simd(const char*, size_t, char*) { return 0; }
 size_t Shuffle4Simd(const char*, size_t, char*) { return 0; }
 size_t Shuffle8Simd(const char*, size_t, char*) { return 0; }
-size_t Unshuffle2Simd(const char*, size_t, char*) { return 0; }
-size_t Unshuffle4Simd(const char*, size_t, char*) { return 0; }
-size_t Unshuffle8Simd(const char*, size_t, char*) { return 0; }
+size_t Unshuffle2Simd(const char* const*, size_t, char*) { return 0; }
+size_t Unshuffle4Simd(const char* const*, size_t, char*) { return 0; }
+size_t Unshuffle8Simd(const char* const*, size_t, char*) { return 0; }
 #endif
 
 // dst = a ^ b (dst may be a or b).
@@ -468,21 +470,35 @@ void ShuffleBytes(std::span<const char> src, size_t elem_size, std::span<char> d
   }
 }
 
+namespace {
+
+// dst[i * elem_size + p] = planes[p][i] for n elements of elem_size 2, 4 or 8.
+void UnshufflePlanes(const char* const* planes, size_t elem_size, size_t n, char* d) {
+  switch (elem_size) {
+    case 2:
+      return UnshuffleTail<2>(planes, n, Unshuffle2Simd(planes, n, d), d);
+    case 4:
+      return UnshuffleTail<4>(planes, n, Unshuffle4Simd(planes, n, d), d);
+    default:
+      return UnshuffleTail<8>(planes, n, Unshuffle8Simd(planes, n, d), d);
+  }
+}
+
+}  // namespace
+
 void UnshuffleBytes(std::span<const char> src, size_t elem_size, std::span<char> dst) {
   assert(elem_size > 0 && src.size() == dst.size() && src.size() % elem_size == 0);
   const size_t n = src.size() / elem_size;
   const char* s = src.data();
   char* d = dst.data();
-  switch (elem_size) {
-    case 1:
-      if (n) std::memcpy(d, s, n);
-      return;
-    case 2:
-      return UnshuffleTail<2>(s, n, Unshuffle2Simd(s, n, d), d);
-    case 4:
-      return UnshuffleTail<4>(s, n, Unshuffle4Simd(s, n, d), d);
-    case 8:
-      return UnshuffleTail<8>(s, n, Unshuffle8Simd(s, n, d), d);
+  if (elem_size == 2 || elem_size == 4 || elem_size == 8) {
+    const char* planes[8];
+    for (size_t p = 0; p < elem_size; ++p) planes[p] = s + p * n;
+    return UnshufflePlanes(planes, elem_size, n, d);
+  }
+  if (elem_size == 1) {
+    if (n) std::memcpy(d, s, n);
+    return;
   }
   for (size_t i = 0; i < n; ++i) {
     for (size_t p = 0; p < elem_size; ++p) d[i * elem_size + p] = s[p * n + i];
@@ -649,17 +665,24 @@ Status ChunkCodec::Decode(Codec codec, DType dtype, std::string_view stored, std
       return m.DecodeQ8(dtype, stored, dst);
     case Codec::kPlanesZstd: {
       if (es == 1) return DecodePlanes(stored, 1, m.dctx, dst);
+      // Planes stored as is are unshuffled from where they lie in `stored`.
+      const char* planes[8];
       char* s = Scratch(&m.scratch_a, dst.size());
-      SPOT_RETURN_IF_ERROR(DecodePlanes(stored, es, m.dctx, {s, dst.size()}));
-      UnshuffleBytes({s, dst.size()}, es, dst);
+      SPOT_RETURN_IF_ERROR(
+          DecodePlanesInPlace(stored, es, dst.size(), m.dctx, {s, dst.size()}, planes));
+      UnshufflePlanes(planes, es, dst.size() / es, dst.data());
       return Status::Ok();
     }
     case Codec::kSubDelta: {
       char* s = Scratch(&m.scratch_a, dst.size());
-      SPOT_RETURN_IF_ERROR(DecodePlanes(stored, es, m.dctx, {s, dst.size()}));
-      if (es > 1) {
+      if (es == 1) {
+        SPOT_RETURN_IF_ERROR(DecodePlanes(stored, es, m.dctx, {s, dst.size()}));
+      } else {
+        const char* planes[8];
+        SPOT_RETURN_IF_ERROR(
+            DecodePlanesInPlace(stored, es, dst.size(), m.dctx, {s, dst.size()}, planes));
         char* u = Scratch(&m.scratch_b, dst.size());
-        UnshuffleBytes({s, dst.size()}, es, {u, dst.size()});
+        UnshufflePlanes(planes, es, dst.size() / es, u);
         s = u;
       }
       AddZigzagDelta({s, dst.size()}, es, dst);

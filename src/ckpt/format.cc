@@ -1,12 +1,22 @@
 #include "ckpt/format.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
+#include <memory>
+#include <new>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace spot::ckpt {
@@ -404,29 +414,294 @@ Status CheckpointFile::ReadRecord(size_t i, std::span<char> dst, ChunkCodec& cod
   return Status::Ok();
 }
 
-Result<Container> CheckpointFile::ReadAll(Container* base, ChunkCodec& codec) const {
-  if (base_id_ >= 0 && base == nullptr) {
-    return FailedPreconditionError(source_ + ": a delta version needs its base");
-  }
-  Container out;
-  for (size_t i = 0; i < records_.size(); ++i) {
-    const RecordEntry& e = records_[i];
-    Buffer storage;
-    if (IsDelta(e.codec)) {
-      int j = base->FindIndex(e.name);
-      if (j < 0 || base->records()[j].dtype != e.dtype || base->records()[j].shape != e.shape) {
-        return DataLossError(fmt::format("{}: record '{}': base version {} has no such record",
-                                         source_, e.name, base_id_));
+// Maps in the pages of [p, p + n) at once, where the kernel does it faster
+// than one page fault at a time (a third less time here), for storage that
+// came straight from mmap (AllocateRecordMemory: `record_bytes` of at least
+// kPageAllocBytes, so p is page-aligned at every chunk boundary). Only an
+// optimization: where the call is not supported the pages fault in as usual.
+namespace {
+void Prefault(char* p, size_t n, uint64_t record_bytes) {
+#ifdef MADV_POPULATE_WRITE
+  static const size_t kPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  if (record_bytes < kPageAllocBytes || n == 0 || addr % kPage != 0) return;
+  (void)madvise(p, (n + kPage - 1) / kPage * kPage, MADV_POPULATE_WRITE);
+#endif
+}
+}  // namespace
+
+// Decodes a chain of files record by record. A lineage is the list of
+// versions one record's bytes pass through: its newest entry, then the entry
+// each delta is taken against, down to a full entry (or the base Container).
+class ChainReader {
+ public:
+  ChainReader(std::span<const CheckpointFile* const> chain, Container* base)
+      : chain_(chain), base_(base) {}
+
+  Result<Container> Run(ChunkCodec& codec, int threads) {
+    SPOT_RETURN_IF_ERROR(Resolve());
+    // Largest first, so that the last record to finish is a small one.
+    std::vector<size_t> order(lineages_.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return lineages_[a].raw_bytes > lineages_[b].raw_bytes;
+    });
+    std::vector<Status> status(lineages_.size());
+    std::atomic<size_t> next{0}, first_failed{kNone};
+    auto work = [&](ChunkCodec& c) {
+      std::string buf;
+      for (size_t t; (t = next.fetch_add(1)) < order.size();) {
+        const size_t li = order[t];
+        // Lineages after a failed one cannot change which error is returned.
+        if (li > first_failed.load()) continue;
+        Status st = DecodeGuarded(lineages_[li], c, &buf);
+        if (st.ok()) continue;
+        status[li] = std::move(st);
+        size_t prev = first_failed.load();
+        while (li < prev && !first_failed.compare_exchange_weak(prev, li)) {
+        }
       }
-      storage = base->ReleaseStorage(static_cast<size_t>(j));
-    } else {
-      storage.resize(e.raw_bytes);
+    };
+    RunOnThreads(threads, work, codec);
+    if (first_failed.load() != kNone) return status[first_failed.load()];
+    Container out;
+    for (Lineage& l : lineages_) {
+      if (!l.output) continue;
+      const RecordEntry& e = Entry(l.steps.back());
+      out.AddWithStorage(e.name, e.dtype, e.shape, std::move(l.storage));
+      out.mutable_record(out.records().size() - 1).checksum = e.raw_checksum;
     }
-    SPOT_RETURN_IF_ERROR(ReadRecord(i, std::span<char>(storage), codec));
-    out.AddWithStorage(e.name, e.dtype, e.shape, std::move(storage));
-    out.mutable_record(i).checksum = e.raw_checksum;
+    return out;
   }
-  return out;
+
+ private:
+  static constexpr size_t kNone = std::numeric_limits<size_t>::max();
+  struct Step {
+    size_t file;   // index in chain_
+    size_t entry;  // index in that file's records()
+  };
+  struct Lineage {
+    std::vector<Step> steps;  // oldest first
+    Buffer storage;           // the base's bytes when the oldest step is a delta
+    bool from_base = false;
+    bool output = false;  // a record of the newest version
+    uint64_t raw_bytes = 0;
+  };
+
+  const RecordEntry& Entry(const Step& s) const { return chain_[s.file]->records_[s.entry]; }
+
+  Status CheckChain() const {
+    if (chain_.empty()) return InvalidArgumentError("no checkpoint file to decode");
+    if (chain_[0]->base_id_ >= 0 && base_ == nullptr) {
+      return FailedPreconditionError(chain_[0]->source_ + ": a delta version needs its base");
+    }
+    for (size_t j = 1; j < chain_.size(); ++j) {
+      if (chain_[j]->base_id_ != chain_[j - 1]->id_) {
+        return FailedPreconditionError(fmt::format("{}: a delta against version {}, not {}",
+                                                   chain_[j]->source_, chain_[j]->base_id_,
+                                                   chain_[j - 1]->id_));
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Builds the lineages: the newest file's records first, in order, then the
+  // records of older files that no newer record uses (decoded to be checked).
+  Status Resolve() {
+    SPOT_RETURN_IF_ERROR(CheckChain());
+    std::vector<std::vector<char>> used(chain_.size());
+    std::vector<std::unordered_map<std::string_view, size_t>> by_name(chain_.size());
+    for (size_t j = 0; j < chain_.size(); ++j) {
+      used[j].assign(chain_[j]->records_.size(), 0);
+      for (size_t i = 0; i < chain_[j]->records_.size(); ++i) {
+        by_name[j].emplace(chain_[j]->records_[i].name, i);
+      }
+    }
+    for (size_t end = chain_.size(); end-- > 0;) {
+      for (size_t i = 0; i < chain_[end]->records_.size(); ++i) {
+        if (used[end][i]) continue;  // part of a newer record's lineage
+        Lineage l;
+        l.output = end + 1 == chain_.size();
+        Step s{end, i};
+        for (;;) {
+          l.steps.push_back(s);
+          const CheckpointFile& f = *chain_[s.file];
+          const RecordEntry& e = f.records_[s.entry];
+          if (!IsDelta(e.codec)) break;
+          auto missing = [&] {
+            return DataLossError(fmt::format("{}: record '{}': base version {} has no such record",
+                                             f.source_, e.name, f.base_id_));
+          };
+          if (s.file == 0) {
+            int b = base_->FindIndex(e.name);
+            if (b < 0 || base_->records()[b].dtype != e.dtype ||
+                base_->records()[b].shape != e.shape) {
+              return missing();
+            }
+            l.storage = base_->ReleaseStorage(static_cast<size_t>(b));
+            l.from_base = true;
+            break;
+          }
+          auto it = by_name[s.file - 1].find(e.name);
+          if (it == by_name[s.file - 1].end()) return missing();
+          const RecordEntry& b = chain_[s.file - 1]->records_[it->second];
+          if (b.dtype != e.dtype || b.shape != e.shape) return missing();
+          used[s.file - 1][it->second] = 1;
+          s = {s.file - 1, it->second};
+        }
+        std::reverse(l.steps.begin(), l.steps.end());
+        l.raw_bytes = Entry(l.steps.back()).raw_bytes;
+        lineages_.push_back(std::move(l));
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Runs work(codec) on the calling thread and work(own codec) on up to
+  // threads - 1 more (0: one per core).
+  template <typename Fn>
+  void RunOnThreads(int threads, Fn& work, ChunkCodec& codec) {
+    size_t n = static_cast<size_t>(threads);
+    if (threads <= 0) {
+      // One per core, each with at least two chunks' worth of records: for a
+      // small state, starting a thread (and its codec's scratch) costs more
+      // than it saves.
+      uint64_t bytes = 0;
+      for (const Lineage& l : lineages_) bytes += l.raw_bytes * l.steps.size();
+      n = std::min<uint64_t>(std::max(1u, std::thread::hardware_concurrency()),
+                             std::max<uint64_t>(1, bytes / (2 * kChunkBytes)));
+    }
+    n = std::min(n, lineages_.size());
+    std::vector<std::jthread> pool;
+    for (size_t t = 1; t < n; ++t) {
+      try {
+        pool.emplace_back([&work] {
+          ChunkCodec own;
+          work(own);
+        });
+      } catch (const std::system_error&) {
+        break;  // no more threads to be had: the ones running do the rest
+      }
+    }
+    work(codec);
+  }
+
+  Status DecodeGuarded(Lineage& l, ChunkCodec& codec, std::string* buf) const {
+    try {
+      return Decode(l, codec, buf);
+    } catch (const std::bad_alloc&) {
+      const Step& s = l.steps.back();
+      return UnavailableError(fmt::format("{}: record '{}': out of memory decoding {} bytes",
+                                          chain_[s.file]->source_, Entry(s).name, l.raw_bytes));
+    }
+  }
+
+  // Reads, checks and decodes chunk k of step `s` into `dst` (the record's
+  // bytes so far; for a delta, the base's).
+  Status DecodeChunk(const Step& s, size_t k, std::span<char> dst, ChunkCodec& codec,
+                     std::string* buf) const {
+    const CheckpointFile& f = *chain_[s.file];
+    const RecordEntry& e = Entry(s);
+    const ChunkRef& c = e.chunks[k];
+    auto fail = [&](const std::string& why) {
+      return DataLossError(fmt::format("{}: record '{}': {}", f.source_, e.name, why));
+    };
+    const uint64_t pos = k * uint64_t{f.chunk_bytes_};
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(f.chunk_bytes_, e.raw_bytes - pos));
+    std::span<char> out = dst.subspan(pos, n);
+    if (e.codec == Codec::kRaw) {  // stored as is (Parse checked its size): straight in
+      SPOT_RETURN_IF_ERROR(f.store_->ReadInto(f.name_, c.offset, out));
+      if (Checksum({out.data(), out.size()}) != c.checksum) {
+        return fail(fmt::format("chunk {} checksum mismatch", k));
+      }
+      return Status::Ok();
+    }
+    if (buf->size() < c.stored_bytes) buf->resize(c.stored_bytes);
+    std::span<char> stored(buf->data(), c.stored_bytes);
+    SPOT_RETURN_IF_ERROR(f.store_->ReadInto(f.name_, c.offset, stored));
+    if (Checksum({stored.data(), stored.size()}) != c.checksum) {
+      return fail(fmt::format("chunk {} checksum mismatch", k));
+    }
+    Status st = codec.Decode(e.codec, e.dtype, {stored.data(), stored.size()}, out);
+    if (!st.ok()) return fail(fmt::format("chunk {}: {}", k, st.message()));
+    return Status::Ok();
+  }
+
+  Status Decode(Lineage& l, ChunkCodec& codec, std::string* buf) const {
+    const uint64_t raw = l.raw_bytes;
+    const bool fresh = !l.from_base;
+    Buffer& dst = l.storage;
+    // A fresh record's storage grows chunk by chunk, so its pages are first
+    // touched (and zeroed) by this thread just before the decode writes them.
+    if (fresh) {
+      dst.clear();
+      dst.reserve(raw);
+    }
+    std::vector<std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)>> sums;
+    for (size_t s = 0; s < l.steps.size(); ++s) {
+      sums.emplace_back(XXH3_createState(), &XXH3_freeState);
+      if (!sums.back()) throw std::bad_alloc();
+      XXH3_64bits_reset(sums.back().get());
+    }
+    uint32_t chunk_bytes = chain_[l.steps[0].file]->chunk_bytes_;
+    bool same_chunks = true;
+    for (const Step& s : l.steps) same_chunks &= chain_[s.file]->chunk_bytes_ == chunk_bytes;
+    auto one = [&](size_t s, size_t k) -> Status {
+      SPOT_RETURN_IF_ERROR(DecodeChunk(l.steps[s], k, {dst.data(), dst.size()}, codec, buf));
+      const uint64_t pos = k * uint64_t{chain_[l.steps[s].file]->chunk_bytes_};
+      const size_t n =
+          static_cast<size_t>(std::min<uint64_t>(chain_[l.steps[s].file]->chunk_bytes_, raw - pos));
+      XXH3_64bits_update(sums[s].get(), dst.data() + pos, n);
+      return Status::Ok();
+    };
+    if (same_chunks) {
+      // Each chunk through every version while it is in cache.
+      const size_t chunks = Entry(l.steps[0]).chunks.size();
+      for (size_t k = 0; k < chunks; ++k) {
+        if (fresh) {
+          const size_t n = std::min<uint64_t>(chunk_bytes, raw - k * uint64_t{chunk_bytes});
+          Prefault(dst.data() + dst.size(), n, raw);
+          dst.append(n, '\0');
+        }
+        for (size_t s = 0; s < l.steps.size(); ++s) SPOT_RETURN_IF_ERROR(one(s, k));
+      }
+    } else {
+      if (fresh) dst.resize(raw);
+      for (size_t s = 0; s < l.steps.size(); ++s) {
+        for (size_t k = 0; k < Entry(l.steps[s]).chunks.size(); ++k) {
+          SPOT_RETURN_IF_ERROR(one(s, k));
+        }
+      }
+    }
+    if (dst.size() != raw) {  // a delta's base of another size: Resolve matched shapes
+      return InternalError(fmt::format("record '{}': {} bytes decoded, {} expected",
+                                       Entry(l.steps.back()).name, dst.size(), raw));
+    }
+    for (size_t s = 0; s < l.steps.size(); ++s) {
+      const RecordEntry& e = Entry(l.steps[s]);
+      if (XXH3_64bits_digest(sums[s].get()) != e.raw_checksum) {
+        return DataLossError(
+            fmt::format("{}: record '{}': {}", chain_[l.steps[s].file]->source_, e.name,
+                        IsDelta(e.codec) ? "decoded bytes do not match (damaged file or wrong base)"
+                                         : "decoded bytes do not match their checksum"));
+      }
+    }
+    return Status::Ok();
+  }
+
+  std::span<const CheckpointFile* const> chain_;
+  Container* base_;
+  std::vector<Lineage> lineages_;
+};
+
+Result<Container> CheckpointFile::ReadAll(Container* base, ChunkCodec& codec, int threads) const {
+  const CheckpointFile* self[] = {this};
+  return ReadChain(self, base, codec, threads);
+}
+
+Result<Container> CheckpointFile::ReadChain(std::span<const CheckpointFile* const> chain,
+                                            Container* base, ChunkCodec& codec, int threads) {
+  return ChainReader(chain, base).Run(codec, threads);
 }
 
 }  // namespace spot::ckpt

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -96,9 +97,28 @@ class CheckpointFile {
 
   // Decodes every record into a new Container. `base` is the decoded base
   // version (required when base_id() >= 0); its storage is taken over.
-  Result<Container> ReadAll(Container* base, ChunkCodec& codec) const;
+  // Records are decoded in parallel on up to `threads` threads (0: one per
+  // core, fewer for a small file; `codec` serves the calling thread, the
+  // others make their own), each
+  // record's chunks read, checked and decoded in order, and its raw checksum
+  // taken while they are still in cache. The result, and which error is
+  // returned for a damaged file, do not depend on the thread count.
+  Result<Container> ReadAll(Container* base, ChunkCodec& codec, int threads = 0) const;
+
+  // Decodes a delta chain in one pass: chain[0] is the oldest file (a full
+  // version, or a delta against `base`, the decoded state of its base
+  // version), and each later file a delta against the one before
+  // (chain[i]->base_id() == chain[i-1]->id()). Returns the newest version's
+  // state, the same Container that ReadAll file after file would give. Each
+  // chunk goes through every version of the chain while it is in cache, records
+  // in parallel as in ReadAll; every chunk checksum and every version's raw
+  // checksum is checked, including records of an older version that no newer
+  // one uses. FailedPrecondition for files that are not a chain.
+  static Result<Container> ReadChain(std::span<const CheckpointFile* const> chain, Container* base,
+                                     ChunkCodec& codec, int threads = 0);
 
  private:
+  friend class ChainReader;
   CheckpointFile(const BlobStore& store, std::string name)
       : store_(&store), name_(std::move(name)) {}
   Status Parse(std::string_view index);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -241,41 +242,54 @@ Status DecompressFrame(ZSTD_DCtx* dctx, std::string_view stored, std::span<char>
   return Status::Ok();
 }
 
-Status DecodePlanes(std::string_view stored, size_t elem_size, ZSTD_DCtx* dctx,
-                    std::span<char> planes) {
-  const size_t n = planes.size() / elem_size;
+Status DecodePlanesInPlace(std::string_view stored, size_t elem_size, size_t size, ZSTD_DCtx* dctx,
+                           std::span<char> scratch, const char** planes) {
+  const size_t n = size / elem_size;
   size_t pos = 0;
   for (size_t p = 0; p < elem_size; ++p) {
     if (stored.size() - pos < 5) {
       return DataLossError(fmt::format("byte plane {} of {}: header cut short", p, elem_size));
     }
     const auto mode = static_cast<uint8_t>(stored[pos]);
-    const uint32_t size = Load<uint32_t>(stored.data() + pos + 1);
+    const uint32_t bytes = Load<uint32_t>(stored.data() + pos + 1);
     pos += 5;
-    if (size > stored.size() - pos) {
+    if (bytes > stored.size() - pos) {
       return DataLossError(fmt::format("byte plane {} of {}: {} bytes stored, {} left", p,
-                                       elem_size, size, stored.size() - pos));
+                                       elem_size, bytes, stored.size() - pos));
     }
-    const std::string_view body = stored.substr(pos, size);
-    const std::span<char> dst = planes.subspan(p * n, n);
-    pos += size;
+    const std::string_view body = stored.substr(pos, bytes);
+    pos += bytes;
     if (mode == 0) {
-      if (size != n) {
+      if (bytes != n) {
         return DataLossError(fmt::format("byte plane {} of {}: {} bytes stored as is, {} expected",
-                                         p, elem_size, size, n));
+                                         p, elem_size, bytes, n));
       }
-      if (n) std::memcpy(dst.data(), body.data(), n);
+      planes[p] = body.data();
     } else if (mode == 1) {
+      const std::span<char> dst = scratch.subspan(p * n, n);
       Status s = DecompressFrame(dctx, body, dst);
       if (!s.ok()) {
         return DataLossError(fmt::format("byte plane {} of {}: {}", p, elem_size, s.message()));
       }
+      planes[p] = dst.data();
     } else {
       return DataLossError(fmt::format("byte plane {} of {}: unknown mode {}", p, elem_size, mode));
     }
   }
   if (pos != stored.size()) {
     return DataLossError(fmt::format("{} bytes after the last byte plane", stored.size() - pos));
+  }
+  return Status::Ok();
+}
+
+Status DecodePlanes(std::string_view stored, size_t elem_size, ZSTD_DCtx* dctx,
+                    std::span<char> planes) {
+  const size_t n = planes.size() / elem_size;
+  std::vector<const char*> at(elem_size);
+  SPOT_RETURN_IF_ERROR(
+      DecodePlanesInPlace(stored, elem_size, planes.size(), dctx, planes, at.data()));
+  for (size_t p = 0; p < elem_size; ++p) {
+    if (n && at[p] != planes.data() + p * n) std::memcpy(planes.data() + p * n, at[p], n);
   }
   return Status::Ok();
 }

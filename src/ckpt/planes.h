@@ -59,4 +59,11 @@ Status DecompressFrame(ZSTD_DCtx_s* dctx, std::string_view stored, std::span<cha
 Status DecodePlanes(std::string_view stored, size_t elem_size, ZSTD_DCtx_s* dctx,
                     std::span<char> planes);
 
+// The same without copying planes stored as is: on success planes[p] (for p <
+// elem_size) points at plane p's n = size / elem_size bytes, inside `stored`
+// for a plane stored as is, inside `scratch` (size bytes, plane p at p * n)
+// for a decompressed one. Same checks and errors as DecodePlanes.
+Status DecodePlanesInPlace(std::string_view stored, size_t elem_size, size_t size,
+                           ZSTD_DCtx_s* dctx, std::span<char> scratch, const char** planes);
+
 }  // namespace spot::ckpt

@@ -11,6 +11,10 @@
 // whichever tier has it, resolving delta bases across tiers, and reports
 // every version it passed over and why.
 //
+// One check decides whether a copy is usable (CheckCopy in the .cc): Inspect,
+// List, Verify, Load and LoadNewestValid all go through it, so a version that
+// verification calls damaged is exactly one that a restore skips.
+//
 // Retention (per tier, after each save): keep the last N versions, every M-th,
 // the best K by a metric of their metadata, the base chain of each kept one,
 // and in the local tier everything not yet replicated.
@@ -25,6 +29,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +56,11 @@ struct StoreOptions {
   std::string dir;          // local tier, created when missing
   std::string durable_dir;  // durable tier, "" for none
   RetentionPolicy retention;
+  // A reader (inspection tools): the tier directories are neither created nor
+  // cleaned of temporary files (a writer may be using them; a missing one
+  // holds no versions), and Write, Replicate and ApplyRetention (other than a
+  // dry run) fail with FailedPrecondition.
+  bool read_only = false;
 };
 
 struct VersionInfo {
@@ -66,7 +76,61 @@ struct VersionInfo {
   int records = 0;
   std::string codecs;       // e.g. "xor-delta:30,shuffle-zstd:2"
   std::string meta_json;    // caller's metadata, a JSON object
-  std::vector<Tier> tiers;  // tiers holding its manifest (List) or the one it was read from
+  std::vector<Tier> tiers;  // tiers whose copy passed the check (List, Inspect) or was read
+};
+
+// The record whose JSON `step` must equal the manifest's step (the trainer's
+// counters, train/train_state.h). A version without it, or whose record is
+// not a JSON object with an integer `step`, has no step to compare.
+inline constexpr std::string_view kStepRecord = "trainer/state";
+
+// How much of a copy the check reads.
+enum class CheckDepth {
+  // The manifest (parses, is for this id, consistent base and chain depth),
+  // the data file (present, the manifest's size, header, index and footer
+  // intact, holding this id and base), the base chain (each base passes at
+  // this depth in some tier) and the step (kStepRecord, decoded on its own
+  // along the chain, holds the manifest's step). Reads each file's index
+  // and one small record: cheap enough for listing.
+  kQuick,
+  // kQuick, plus the whole-file checksum against the manifest's and a
+  // complete decode with the base chain, every chunk and record checksum
+  // checked. What Verify, Load and LoadNewestValid use.
+  kFull,
+};
+
+// The state of one version's copy in one tier, or of a version (its best copy).
+enum class CopyState {
+  kOk,           // passes the check
+  kDamaged,      // has a manifest but fails the check
+  kUncommitted,  // a data file without a manifest: a save in progress or
+                 // interrupted (never loaded; retention removes old ones)
+  kMissing,      // no file of this version in the tier
+};
+std::string_view CopyStateName(CopyState s);  // "ok", "damaged", "uncommitted", "missing"
+
+struct CopyCheck {
+  Tier tier = Tier::kLocal;
+  CopyState state = CopyState::kMissing;
+  std::string problem;  // for kDamaged and kUncommitted: why, naming the file
+};
+
+// What Inspect found about one version.
+struct VersionCheck {
+  int64_t id = 0;
+  // True when some tier's manifest of it parsed: `info` holds its fields
+  // (from the first copy that passed, else the first readable manifest), and
+  // info.tiers the tiers whose copy passed.
+  bool has_info = false;
+  VersionInfo info;
+  std::vector<CopyCheck> copies;  // one per tier of the store, local first
+
+  // kOk when some copy is ok: the version is usable. Otherwise kDamaged when
+  // some copy is damaged, else kUncommitted, else kMissing.
+  CopyState state() const;
+  bool intact() const { return state() == CopyState::kOk; }
+  // "<tier> copy: <problem>" for each damaged or uncommitted copy.
+  std::vector<std::string> Problems() const;
 };
 
 // What to record with a new version.
@@ -105,18 +169,32 @@ class CheckpointStore {
     Container container;
     std::vector<std::string> skipped;  // why each newer version was passed over
   };
-  // Loads the newest version with step < `before_step` that decodes correctly
-  // from any tier. NotFound (with the reasons) when there is none.
+  // Loads the newest version with step < `before_step` that passes the full
+  // check in some tier (each decoded once). `skipped` names every copy passed
+  // over on the way and why (damaged or uncommitted), newest first; versions
+  // whose manifest step is not below `before_step` are not candidates and
+  // not reported. NotFound (with the reasons) when there is none.
   Result<Loaded> LoadNewestValid(int64_t before_step = std::numeric_limits<int64_t>::max()) const;
 
-  // Loads version `id` from any tier that has it intact.
+  // Loads version `id` from the first tier whose copy passes the full check;
+  // `skipped` gives the copies tried before it. NotFound when no tier has any
+  // file of it, DataLoss (with every copy's reason) when none passes.
   Result<Loaded> Load(int64_t id) const;
 
-  // Checks version `id` in `tier` completely: its manifest, the whole-file
-  // checksum, every chunk, and that it decodes (with its base chain).
+  // The full check of version `id`'s copy in `tier` (CheckDepth::kFull): OK,
+  // DataLoss saying why, NotFound when the tier has no file of it,
+  // InvalidArgument for the durable tier of a store without one.
   Status Verify(int64_t id, Tier tier) const;
 
-  // Every version with a readable manifest in any tier, newest first.
+  // Every version with any file in any tier, newest first, each copy checked
+  // at `depth`.
+  std::vector<VersionCheck> Inspect(CheckDepth depth) const;
+  // One version (every copy kMissing when no tier has it).
+  VersionCheck Inspect(int64_t id, CheckDepth depth) const;
+
+  // The usable versions: those Inspect(kQuick) finds ok in some tier, newest
+  // first, `tiers` naming the tiers whose copy passed. Damaged and
+  // uncommitted versions are in Inspect's answer only.
   std::vector<VersionInfo> List() const;
   // True when no tier holds any version file.
   bool Empty() const;
@@ -138,11 +216,30 @@ class CheckpointStore {
   // Ids with any file in `tier`, ascending.
   std::vector<int64_t> Ids(Tier tier) const;
   Result<VersionInfo> ReadManifest(Tier tier, int64_t id) const;
-  // Decodes version `id` (any tier, bases resolved). `depth` guards chains.
-  Result<Container> Decode(int64_t id, int depth, std::vector<std::string>* why,
-                           VersionInfo* info) const;
-  Result<Container> DecodeFrom(Tier tier, const VersionInfo& v, int depth,
+  Status CheckWritable() const;
+  // "<dir>" or "<dir> or <durable_dir>", for messages.
+  std::string Where() const;
+
+  // A copy that passed the check, with what the check read.
+  struct Checked {
+    VersionInfo info;                        // info.tiers = {the copy's tier}
+    std::optional<std::string> step_record;  // kStepRecord's bytes, if it has one
+    Container container;                     // the decoded state (kFull only)
+  };
+  // The one check of version `id`'s copy in `tier` (see CheckDepth).
+  // `chain` counts the deltas above this one (a guard against cycles).
+  Result<Checked> CheckCopy(Tier tier, int64_t id, CheckDepth depth, int chain) const;
+  // For the full check of delta `v` (its file `top`): its whole base chain
+  // decoded in one pass, each base the first copy whose manifest and data
+  // file pass, every check of CheckCopy made (checksums, steps, chunks).
+  // Any error means only that this shortcut failed.
+  Result<Container> DecodeChain(const CheckpointFile& top, const VersionInfo& v, int chain) const;
+  // The first copy of `id`, in tier order, that passes; the problems of
+  // those before it (and of all, on failure) are appended to `why`.
+  Result<Checked> CheckAnyCopy(int64_t id, CheckDepth depth, int chain,
                                std::vector<std::string>* why) const;
+  // The state of every tier's copy of `id`; fills `out`.
+  void InspectInto(int64_t id, CheckDepth depth, VersionCheck* out) const;
 
   StoreOptions opt_;
   std::unique_ptr<BlobStore> tiers_[2];

@@ -1,11 +1,14 @@
 #include "ckpt/store.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -47,7 +50,9 @@ Container State(uint64_t seed) {
       std::memcpy(d.data(), &v, 8);
     }
   }
-  c.AddBytes("trainer/state", "{\"seed\":" + std::to_string(seed) + "}");
+  // The trainer's counters: the step the store checks against the manifest's
+  // (SaveFull and WriteChain save State(seed) at step 10 * seed).
+  c.AddBytes("trainer/state", fmt::format("{{\"seed\":{},\"step\":{}}}", seed, 10 * seed));
   return c;
 }
 
@@ -285,6 +290,7 @@ TEST_F(StoreTest, MetadataMustBeJson) {
   auto s = Open();
   Container c = State(1);
   SaveRequest req;
+  req.step = 10;
   req.meta_json = "{not json";
   EXPECT_EQ(s->Save(c, req).status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(s->Empty());
@@ -312,10 +318,20 @@ TEST_F(StoreTest, LoadNewestValidSkipsDamagedVersionsAndSaysWhy) {
   EXPECT_NE(l->skipped[1].find("checksum"), std::string::npos) << l->skipped[1];
   EXPECT_NE(l->skipped[2].find("no manifest"), std::string::npos) << l->skipped[2];
   EXPECT_NE(l->skipped[3].find("malformed manifest"), std::string::npos) << l->skipped[3];
-  // List shows only readable manifests.
+  // Inspect shows them all, each copy with its state; List only the usable
+  // ones its quick check finds (the flipped byte of 5 is in a chunk it does
+  // not read).
   std::vector<int64_t> listed;
   for (const VersionInfo& v : s->List()) listed.push_back(v.id);
-  EXPECT_EQ(listed, (std::vector<int64_t>{6, 5, 2, 1}));
+  EXPECT_EQ(listed, (std::vector<int64_t>{5, 2, 1}));
+  std::vector<std::pair<int64_t, CopyState>> seen;
+  for (const VersionCheck& v : s->Inspect(CheckDepth::kFull)) seen.emplace_back(v.id, v.state());
+  EXPECT_EQ(seen, (std::vector<std::pair<int64_t, CopyState>>{{6, CopyState::kDamaged},
+                                                              {5, CopyState::kDamaged},
+                                                              {4, CopyState::kUncommitted},
+                                                              {3, CopyState::kDamaged},
+                                                              {2, CopyState::kOk},
+                                                              {1, CopyState::kOk}}));
   EXPECT_EQ(s->Verify(5, Tier::kLocal).code(), StatusCode::kDataLoss);
   EXPECT_EQ(s->Verify(6, Tier::kLocal).code(), StatusCode::kDataLoss);
   EXPECT_TRUE(s->Verify(2, Tier::kLocal).ok());
@@ -475,6 +491,246 @@ TEST_F(StoreTest, ReserveIdIsAboveIdsInBothTiers) {
     ASSERT_EQ(v.size(), 1u);
     EXPECT_EQ(v[0].id, 11);
   }
+}
+
+// ---------------------------------------------------------------------------
+// One check: what Verify and Inspect call damaged is exactly what a restore
+// skips, and nothing is dropped from the listing.
+
+void EditManifest(const fs::path& p, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json j = nlohmann::json::parse(ReadAll(p));
+  edit(j);
+  WriteAll(p, j.dump(2));
+}
+
+void Swap(const fs::path& a, const fs::path& b) {
+  std::string x = ReadAll(a), y = ReadAll(b);
+  WriteAll(a, y);
+  WriteAll(b, x);
+}
+
+struct DamageCase {
+  const char* name;
+  std::function<void(const fs::path& dir)> damage;  // on SaveFull({1, 2, 3}) in `dir`
+  std::vector<int64_t> damaged;                     // the versions it damages
+  const char* reason;                               // in every damaged version's reason
+  bool quick_sees_it;                               // found without reading every byte
+};
+
+std::vector<DamageCase> DamageCases() {
+  auto data = [](const fs::path& d, int64_t id) { return d / CheckpointStore::DataFileName(id); };
+  auto manifest = [](const fs::path& d, int64_t id) {
+    return d / CheckpointStore::ManifestFileName(id);
+  };
+  return {
+      {"truncated manifest",
+       [=](const fs::path& d) { Truncate(manifest(d, 3), fs::file_size(manifest(d, 3)) / 2); },
+       {3},
+       "malformed manifest",
+       true},
+      {"manifest id is not its file's",
+       [=](const fs::path& d) { EditManifest(manifest(d, 3), [](auto& j) { j["id"] = 2; }); },
+       {3},
+       "id 2 does not match the file name's 3",
+       true},
+      {"manifests swapped",
+       [=](const fs::path& d) { Swap(manifest(d, 2), manifest(d, 3)); },
+       {3, 2},
+       "does not match the file name's",
+       true},
+      {"data files swapped",
+       [=](const fs::path& d) { Swap(data(d, 2), data(d, 3)); },
+       {3, 2},
+       "files swapped or renamed?",
+       true},
+      {"manifest step is not the data's",
+       [=](const fs::path& d) { EditManifest(manifest(d, 3), [](auto& j) { j["step"] = 5; }); },
+       {3},
+       "holds step 30 (its trainer/state record), the manifest says step 5",
+       true},
+      {"wrong manifest checksum",
+       [=](const fs::path& d) {
+         EditManifest(manifest(d, 3), [](auto& j) { j["checksum"] = "xxh3-64:0123456789abcdef"; });
+       },
+       {3},
+       "does not match the manifest's 0123456789abcdef",
+       false},
+      // fuzz/regressions/ckpt_manifest/: a float where an integer belongs
+      // was cast to int64_t (undefined out of range); now the manifest is
+      // malformed.
+      {"manifest step is a float out of range",
+       [=](const fs::path& d) { EditManifest(manifest(d, 3), [](auto& j) { j["step"] = 1e30; }); },
+       {3},
+       "step: expected an integer (got 1e+30)",
+       true},
+      {"manifest checksum with a sign",
+       [=](const fs::path& d) {
+         EditManifest(manifest(d, 3), [](auto& j) { j["checksum"] = "xxh3-64:-123456789abcdef"; });
+       },
+       {3},
+       "checksum is not xxh3-64:<16 hex digits>",
+       true},
+      {"data file deleted",
+       [=](const fs::path& d) { fs::remove(data(d, 3)); },
+       {3},
+       "missing, though its manifest is there",
+       true},
+  };
+}
+
+TEST_F(StoreTest, EveryDamagedVersionIsReportedAndSkippedAlike) {
+  for (const DamageCase& c : DamageCases()) {
+    SCOPED_TRACE(c.name);
+    fs::remove_all(local_);
+    auto s = Open();
+    SaveFull(*s, {1, 2, 3});
+    c.damage(local_);
+    const std::set<int64_t> damaged(c.damaged.begin(), c.damaged.end());
+
+    // Verify: every damaged version, and only those, is DataLoss, saying why.
+    for (int64_t id : {1, 2, 3}) {
+      Status st = s->Verify(id, Tier::kLocal);
+      if (damaged.count(id)) {
+        EXPECT_EQ(st.code(), StatusCode::kDataLoss) << id;
+        EXPECT_NE(st.message().find(c.reason), std::string::npos) << st.message();
+        EXPECT_EQ(s->Load(id).status().code(), StatusCode::kDataLoss) << id;
+      } else {
+        EXPECT_TRUE(st.ok()) << id << ": " << st.ToString();
+      }
+    }
+    // Inspect lists every version, the damaged ones marked with the reason.
+    for (CheckDepth depth : {CheckDepth::kFull, CheckDepth::kQuick}) {
+      std::vector<VersionCheck> all = s->Inspect(depth);
+      ASSERT_EQ(all.size(), 3u);
+      for (const VersionCheck& v : all) {
+        bool bad = damaged.count(v.id) && (depth == CheckDepth::kFull || c.quick_sees_it);
+        EXPECT_EQ(v.state(), bad ? CopyState::kDamaged : CopyState::kOk) << v.id;
+        ASSERT_EQ(v.copies.size(), 1u);
+        if (bad) {
+          EXPECT_NE(v.copies[0].problem.find(c.reason), std::string::npos) << v.copies[0].problem;
+          EXPECT_TRUE(v.info.tiers.empty());
+        }
+      }
+    }
+    // The restore skips exactly those, newest first, and says why.
+    auto l = s->LoadNewestValid();
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    int64_t want = 3;
+    while (damaged.count(want)) --want;
+    EXPECT_EQ(l->info.id, want);
+    EXPECT_EQ(l->info.step, 10 * want);
+    ExpectSame(l->container, State(static_cast<uint64_t>(want)));
+    ASSERT_EQ(l->skipped.size(), damaged.size()) << Join(l->skipped);
+    for (const std::string& why : l->skipped)
+      EXPECT_NE(why.find(c.reason), std::string::npos) << why;
+  }
+}
+
+TEST_F(StoreTest, QuickCheckReadsTheStepOfADeltaWithoutDecodingTheChain) {
+  auto s = Open();
+  std::vector<VersionInfo> chain = WriteChain(*s, 1, 3);  // 1 full, 2..4 deltas
+  ASSERT_EQ(chain.size(), 4u);
+  for (const VersionCheck& v : s->Inspect(CheckDepth::kQuick)) {
+    EXPECT_TRUE(v.intact()) << v.id << ": " << Join(v.Problems());
+  }
+  // The step record of a delta is itself a delta (the same length): the
+  // quick check decodes it alone along the chain.
+  EditManifest(LocalManifest(4), [](auto& j) { j["step"] = 31; });
+  VersionCheck v = s->Inspect(4, CheckDepth::kQuick);
+  EXPECT_EQ(v.state(), CopyState::kDamaged);
+  ASSERT_TRUE(v.has_info);
+  EXPECT_EQ(v.info.step, 31);
+  EXPECT_TRUE(Contains(v.Problems(), "local copy: ")) << Join(v.Problems());
+  EXPECT_TRUE(Contains(v.Problems(), "holds step 40")) << Join(v.Problems());
+  EXPECT_EQ(s->Verify(4, Tier::kLocal).code(), StatusCode::kDataLoss);
+  auto l = s->LoadNewestValid();
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->info.id, 3);
+  EXPECT_TRUE(Contains(l->skipped, "holds step 40")) << Join(l->skipped);
+  // A broken base shows in its deltas' quick check too.
+  Truncate(LocalData(2), 100);
+  for (int64_t id : {2, 3, 4}) {
+    EXPECT_EQ(s->Inspect(id, CheckDepth::kQuick).state(), CopyState::kDamaged) << id;
+  }
+  EXPECT_TRUE(Contains(s->Inspect(3, CheckDepth::kQuick).Problems(), "base version 2 is unusable"));
+  EXPECT_TRUE(s->Inspect(1, CheckDepth::kQuick).intact());
+}
+
+TEST_F(StoreTest, UncommittedVersionIsShownNotDamaged) {
+  auto s = Open();
+  SaveFull(*s, {1});
+  WriteAll(LocalData(2), "a save in progress");
+  VersionCheck v = s->Inspect(2, CheckDepth::kFull);
+  EXPECT_EQ(v.state(), CopyState::kUncommitted);
+  EXPECT_FALSE(v.has_info);
+  EXPECT_TRUE(Contains(v.Problems(), "no manifest")) << Join(v.Problems());
+  EXPECT_EQ(s->Inspect(CheckDepth::kQuick).size(), 2u);
+  EXPECT_EQ(s->List().size(), 1u);
+  auto l = s->LoadNewestValid();
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->info.id, 1);
+  EXPECT_TRUE(Contains(l->skipped, "no manifest")) << Join(l->skipped);
+  // A version no tier has.
+  VersionCheck none = s->Inspect(7, CheckDepth::kFull);
+  EXPECT_EQ(none.state(), CopyState::kMissing);
+  EXPECT_EQ(s->Load(7).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(s->Verify(7, Tier::kLocal).code(), StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, AVersionIsIntactWhenOneTierHoldsAnIntactCopy) {
+  auto s = Open(Keep(100), true);
+  SaveFull(*s, {1, 2});
+  EditManifest(LocalManifest(2), [](auto& j) { j["step"] = 7; });
+  VersionCheck v = s->Inspect(2, CheckDepth::kFull);
+  EXPECT_EQ(v.state(), CopyState::kOk);
+  ASSERT_EQ(v.copies.size(), 2u);
+  EXPECT_EQ(v.copies[0].state, CopyState::kDamaged);
+  EXPECT_EQ(v.copies[1].state, CopyState::kOk);
+  EXPECT_EQ(v.info.tiers, std::vector<Tier>{Tier::kDurable});
+  EXPECT_EQ(v.info.step, 20);  // from the copy that passed
+  auto l = s->LoadNewestValid();
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->info.id, 2);
+  EXPECT_EQ(l->info.tiers, std::vector<Tier>{Tier::kDurable});
+  ASSERT_EQ(l->skipped.size(), 1u);
+  EXPECT_NE(l->skipped[0].find("the manifest says step 7"), std::string::npos) << l->skipped[0];
+  std::vector<VersionInfo> list = s->List();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].tiers, std::vector<Tier>{Tier::kDurable});
+  EXPECT_EQ(list[1].tiers, (std::vector<Tier>{Tier::kLocal, Tier::kDurable}));
+}
+
+TEST_F(StoreTest, ReadOnlyStoreReadsTheDurableTierAloneAndChangesNothing) {
+  {
+    auto s = Open(Keep(100), true);
+    SaveFull(*s, {1, 2});
+  }
+  fs::remove_all(local_);  // the machine is gone; the durable tier is complete
+  WriteAll(durable_ / ".tmp.ckpt-000003.bin.1", "another writer's file in progress");
+  auto ro = CheckpointStore::Open(
+      {.dir = local_.string(), .durable_dir = durable_.string(), .read_only = true});
+  ASSERT_TRUE(ro.ok()) << ro.status().ToString();
+  CheckpointStore& s = **ro;
+  std::vector<VersionCheck> all = s.Inspect(CheckDepth::kFull);
+  ASSERT_EQ(all.size(), 2u);
+  for (const VersionCheck& v : all) {
+    EXPECT_TRUE(v.intact()) << Join(v.Problems());
+    EXPECT_EQ(v.copies[0].state, CopyState::kMissing);
+    EXPECT_EQ(v.copies[1].state, CopyState::kOk);
+  }
+  auto l = s.LoadNewestValid();
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(l->info.id, 2);
+  EXPECT_FALSE(fs::exists(local_));                              // not created
+  EXPECT_TRUE(fs::exists(durable_ / ".tmp.ckpt-000003.bin.1"));  // not cleaned
+  Container c = State(3);
+  EXPECT_EQ(s.Save(c, {.step = 30}).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.Replicate(l->info).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.ApplyRetention(Tier::kDurable).status().code(), StatusCode::kFailedPrecondition);
+  auto dry = s.ApplyRetention(Tier::kDurable, /*dry_run=*/true);
+  ASSERT_TRUE(dry.ok()) << dry.status().ToString();
+  EXPECT_FALSE(fs::exists(local_));
+  EXPECT_EQ(IdsIn(durable_), (std::vector<int64_t>{1, 2}));
 }
 
 // ---------------------------------------------------------------------------
@@ -680,6 +936,7 @@ TEST_F(StoreTest, RetentionNeverDeletesTheBaseChainOfAKeptDelta) {
   for (int i = 0; i < 5; ++i) {
     Container c = State(static_cast<uint64_t>(i + 1));
     SaveRequest req;
+    req.step = 10 * (i + 1);
     req.meta_json = "{\"acc\":" + std::to_string(acc[i]) + "}";
     bool full = i == 3;  // id 4 starts a new chain
     auto v = m->Write(m->ReserveId(), c, &reference, full ? -1 : base,
@@ -695,6 +952,7 @@ TEST_F(StoreTest, RetentionNeverDeletesTheBaseChainOfAKeptDelta) {
   // Replace the newest by a full version: 4 and 5 are no longer needed.
   Container c = State(9);
   SaveRequest req;
+  req.step = 90;
   req.meta_json = "{\"acc\":0.5}";
   ASSERT_TRUE(m->Write(m->ReserveId(), c, &reference, -1, 0, req, codec).ok());
   dropped = m->ApplyRetention(Tier::kLocal);

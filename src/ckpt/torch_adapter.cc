@@ -65,6 +65,25 @@ at::ScalarType ToScalarType(DType t) {
 
 std::string ShapeString(c10::IntArrayRef s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
 
+// Pieces of at most 1 MiB, so that a few big tensors still split evenly.
+constexpr size_t kCopyPiece = size_t{1} << 20;
+
+// memcpy spread over LibTorch's intra-op threads: a restore copies the whole
+// state, and the threads are idle while training waits for it.
+void ParallelCopy(char* dst, const char* src, size_t bytes) {
+  if (bytes < 2 * kCopyPiece) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  const auto pieces = static_cast<int64_t>((bytes + kCopyPiece - 1) / kCopyPiece);
+  at::parallel_for(0, pieces, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const size_t off = static_cast<size_t>(i) * kCopyPiece;
+      std::memcpy(dst + off, src + off, std::min(kCopyPiece, bytes - off));
+    }
+  });
+}
+
 }  // namespace
 
 Status PutTensor(Container* c, std::string name, const at::Tensor& device_tensor) {
@@ -108,8 +127,7 @@ Status TensorCapture::Put(std::string name, const at::Tensor& t) {
 }
 
 void TensorCapture::Finish() {
-  // Pieces of at most 1 MiB, so a few big tensors still split evenly.
-  constexpr size_t kPiece = size_t{1} << 20;
+  constexpr size_t kPiece = kCopyPiece;
   std::vector<Copy> pieces;
   for (const Copy& c : copies_) {
     for (size_t off = 0; off < c.bytes; off += kPiece) {
@@ -142,7 +160,7 @@ Status GetTensorInto(const Container& c, std::string_view name, const at::Tensor
                                      at::TensorOptions().dtype(dst.scalar_type()));
       dst.copy_(src);
     } else if (dst.is_contiguous()) {
-      std::memcpy(dst.data_ptr(), r->data.data(), r->data.size());
+      ParallelCopy(static_cast<char*>(dst.data_ptr()), r->data.data(), r->data.size());
     } else {
       // from_blob needs a mutable pointer; the source is only read.
       at::Tensor src = at::from_blob(const_cast<char*>(r->data.data()), dst.sizes(),

@@ -41,8 +41,9 @@ class TensorCapture {
   std::vector<Copy> copies_;
 };
 
-// Copies record `name` into `dst` (any device) in place. FailedPrecondition when the record is
-// missing or its dtype or shape differ from dst's.
+// Copies record `name` into `dst` (any device) in place; a large record into a
+// contiguous CPU tensor is copied on LibTorch's intra-op threads. FailedPrecondition
+// when the record is missing or its dtype or shape differ from dst's.
 Status GetTensorInto(const Container& c, std::string_view name, const at::Tensor& dst);
 
 // A new CPU tensor holding a copy of record `name`.

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -95,6 +96,24 @@ TEST(TorchAdapterTest, TensorCaptureMatchesPutTensor) {
   EXPECT_FALSE(cap.Put("undefined", at::Tensor()).ok());
   EXPECT_FALSE(cap.Put("complex", at::randn({2}, at::kComplexFloat)).ok());
   EXPECT_FALSE(cap.Put("sparse", at::eye(3).to_sparse()).ok());
+}
+
+TEST(TorchAdapterTest, GetTensorIntoCopiesLargeRecordsExactly) {
+  at::manual_seed(5);
+  // Several 1 MiB pieces and a short last one, copied on the intra-op threads.
+  const at::Tensor src = at::randn({(5 << 18) + 37});
+  Container c;
+  ASSERT_TRUE(PutTensor(&c, "w", src).ok());
+  at::Tensor dst = at::zeros_like(src);
+  ASSERT_TRUE(GetTensorInto(c, "w", dst).ok());
+  EXPECT_EQ(std::memcmp(dst.data_ptr(), src.data_ptr(), src.nbytes()), 0);
+  // A non-contiguous destination takes the strided path.
+  const at::Tensor src2 = at::randn({1024, 768});
+  Container c2;
+  ASSERT_TRUE(PutTensor(&c2, "w", src2).ok());
+  at::Tensor dst2 = at::zeros({768, 1024}).t();
+  ASSERT_TRUE(GetTensorInto(c2, "w", dst2).ok());
+  EXPECT_TRUE(at::equal(dst2, src2));
 }
 
 }  // namespace

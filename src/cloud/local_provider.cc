@@ -12,6 +12,7 @@
 #include <system_error>
 #include <utility>
 
+#include "core/logging.h"
 #include "core/process.h"
 #include "fleet/fleet.h"
 
@@ -153,6 +154,8 @@ Result<InstanceView> LocalProvider::Launch(const InstanceSpec& spec, double now_
   } else {
     env.emplace_back("AWS_EC2_METADATA_SERVICE_ENDPOINT", endpoint);
   }
+  // Its output goes to a file: JSON lines, with the job and the instance.
+  for (auto& kv : ChildLogEnvironment({{"instance", spec.id}})) env.push_back(std::move(kv));
   SpawnOptions so{.argv = opt_.command(spec, inst.local_dir),
                   .env = std::move(env),
                   .log_path = (fs::path(opt_.instances_dir) / (spec.id + ".log")).string()};

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "core/net.h"
+#include "monitor/http_guard.h"
 
 namespace spot::cloud {
 namespace {
@@ -27,8 +28,10 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr int kMaxTokenTtlS = 21600;  // IMDSv2's limit (six hours)
 constexpr char kTokenHeader[] = "X-aws-ec2-metadata-token";
 constexpr char kTokenTtlHeader[] = "X-aws-ec2-metadata-token-ttl-seconds";
-// A handful of threads is plenty: one instance's worker is the only client.
-constexpr size_t kServerThreads = 4;
+// One instance's worker is the only expected client, but anything on the
+// instance can connect: slow or idle connections must not lock the notice out
+// (monitor/http_guard.h), so a small cap and short timeouts.
+constexpr size_t kMaxConnections = 16;
 
 struct tm UtcTm(double unix_s) {
   time_t t = static_cast<time_t>(std::floor(unix_s));
@@ -81,10 +84,13 @@ void Reply(httplib::Response& res, int status, const std::string& body,
 class MetadataServerImpl final : public MetadataServer {
  public:
   MetadataServerImpl(InstanceIdentity identity, std::string host, Clock* clock)
-      : identity_(std::move(identity)), host_(std::move(host)), clock_(clock) {}
+      : identity_(std::move(identity)),
+        host_(std::move(host)),
+        server_(monitor::NewGuardedHttpServer({.max_connections = kMaxConnections})),
+        clock_(clock) {}
 
   ~MetadataServerImpl() override {
-    server_.stop();
+    server_->stop();
     if (thread_.joinable()) thread_.join();
   }
 
@@ -111,7 +117,7 @@ class MetadataServerImpl final : public MetadataServer {
   const InstanceIdentity identity_;
   const std::string host_;
   int port_ = 0;
-  httplib::Server server_;
+  std::unique_ptr<httplib::Server> server_;  // guarded (monitor/http_guard.h)
   std::thread thread_;
   std::atomic<bool> listen_returned_{false};
   std::atomic<int64_t> requests_{0};
@@ -128,28 +134,27 @@ class MetadataServerImpl final : public MetadataServer {
 
 Status MetadataServerImpl::Listen(int port) {
   Route();
-  server_.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
-  server_.set_socket_options(SetReuseAddressOnly);  // an endpoint must be its own
+  server_->set_socket_options(SetReuseAddressOnly);  // an endpoint must be its own
   if (port == 0) {
-    port_ = server_.bind_to_any_port(host_);
+    port_ = server_->bind_to_any_port(host_);
     if (port_ < 0) port_ = 0;
-  } else if (server_.bind_to_port(host_, port)) {
+  } else if (server_->bind_to_port(host_, port)) {
     port_ = port;
   }
   if (port_ <= 0) {
     return UnavailableError(fmt::format("metadata server: cannot bind {}:{}", host_, port));
   }
   thread_ = std::thread([this] {
-    server_.listen_after_bind();
+    server_->listen_after_bind();
     listen_returned_ = true;
   });
   // stop() is a no-op until the accept loop runs, so the destructor needs it running.
   auto deadline = SteadyClock::now() + std::chrono::seconds(10);
-  while (!server_.is_running() && !listen_returned_ && SteadyClock::now() < deadline) {
+  while (!server_->is_running() && !listen_returned_ && SteadyClock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  if (!server_.is_running()) {
-    server_.stop();
+  if (!server_->is_running()) {
+    server_->stop();
     thread_.join();
     return UnavailableError(fmt::format("metadata server: {}:{} did not start", host_, port_));
   }
@@ -157,22 +162,23 @@ Status MetadataServerImpl::Listen(int port) {
 }
 
 void MetadataServerImpl::Route() {
-  server_.set_pre_routing_handler([this](const httplib::Request&, httplib::Response&) {
+  server_->set_pre_routing_handler([this](const httplib::Request&, httplib::Response&) {
     ++requests_;
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  server_.Put("/latest/api/token",
-              [this](const httplib::Request& req, httplib::Response& res) { AwsToken(req, res); });
-  server_.Get("/latest/.*",
-              [this](const httplib::Request& req, httplib::Response& res) { AwsGet(req, res); });
-  server_.Get(
+  server_->Put("/latest/api/token",
+               [this](const httplib::Request& req, httplib::Response& res) { AwsToken(req, res); });
+  server_->Get("/latest/.*",
+               [this](const httplib::Request& req, httplib::Response& res) { AwsGet(req, res); });
+  server_->Get(
       "/computeMetadata/v1/instance/preempted",
       [this](const httplib::Request& req, httplib::Response& res) { GcpPreempted(req, res); });
-  server_.Get(
+  server_->Get(
       "/metadata/scheduledevents",
       [this](const httplib::Request& req, httplib::Response& res) { AzureEvents(req, res); });
-  server_.Post("/metadata/scheduledevents",
-               [this](const httplib::Request& req, httplib::Response& res) { AzureAck(req, res); });
+  server_->Post(
+      "/metadata/scheduledevents",
+      [this](const httplib::Request& req, httplib::Response& res) { AzureAck(req, res); });
 }
 
 void MetadataServerImpl::SetNotice(const InterruptionNotice& notice) {

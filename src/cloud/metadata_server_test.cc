@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cloud/termination_watcher.h"
+#include "monitor/bad_clients_testing.h"
 
 namespace spot::cloud {
 namespace {
@@ -209,6 +210,35 @@ TEST(MetadataServerTest, AwsInstanceActionFollowsNotice) {
   server->ClearNotice();
   EXPECT_EQ(AwsGet(*c, action, token).first, 404);
   EXPECT_EQ(AwsGet(*c, rebalance, token).first, 404);
+}
+
+// Issue 20: the metadata server ran on 4 fixed threads; four slow-loris
+// connections (a header byte a second, never done) on the instance took them
+// all and the worker's notice poll timed out: the notice was never seen.
+TEST(MetadataServerTest, NoticeIsSeenWhileSlowAndIdleClientsHoldConnections) {
+  auto server = StartServer();
+  spot::testing::BadClients bad(server->port());
+  ASSERT_TRUE(bad.OpenSlow(10));
+  const auto fed = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (bad.slow_bytes_sent() < 20 && std::chrono::steady_clock::now() < fed) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(bad.OpenIdle(40));
+  server->SetNotice({.action = "terminate", .time_unix_s = kNoticeTime});
+  for (int i = 0; i < 3; ++i) {
+    auto c = ClientFor(*server);
+    c->set_connection_timeout(5);
+    c->set_read_timeout(5);
+    const std::string token = AwsToken(*c);
+    auto [status, body] = AwsGet(*c, "/latest/meta-data/spot/instance-action", token);
+    ASSERT_EQ(status, 200) << "poll " << i << " with 10 slow and 40 idle clients";
+    EXPECT_EQ(json::parse(body)["action"], "terminate");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (bad.slow_closed() < 10 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(bad.slow_closed(), 10) << "slow clients still open after 30 s";
 }
 
 TEST(MetadataServerTest, AwsIdentity) {

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "control/openapi_spec.h"
 #include "core/file_io.h"
 #include "core/net.h"
 #include "monitor/http_guard.h"
@@ -31,6 +32,7 @@ using json = nlohmann::json;
 constexpr size_t kTokenBytes = 32;
 constexpr size_t kEventsShown = 50;
 constexpr auto kStartTimeout = std::chrono::seconds(5);
+constexpr size_t kMaxBodyBytes = 64 * 1024;  // larger request bodies are answered 413
 
 // Takes time that depends on the lengths only, never on where the bytes differ.
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
@@ -222,6 +224,7 @@ void ReplyError(httplib::Response& res, int code, const std::string& message) {
 
 enum class Route {
   kHealth,
+  kOpenApi,
   kJobs,
   kJob,
   kLedger,
@@ -240,36 +243,68 @@ struct RouteMatch {
   std::string job;     // "" unless the path names a job
 };
 
-// nullopt for a path no route has.
-std::optional<RouteMatch> MatchPath(std::string_view path) {
-  if (path == "/metrics") return RouteMatch{Route::kMetrics, "GET", ""};
-  if (path == "/") return RouteMatch{Route::kHome, "GET", ""};
-  constexpr std::string_view kPage = "/jobs/";
-  if (path.starts_with(kPage) && path.size() > kPage.size() &&
-      path.find('/', kPage.size()) == std::string_view::npos) {
-    return RouteMatch{Route::kPage, "GET", std::string(path.substr(kPage.size()))};
-  }
-  constexpr std::string_view kPrefix = "/api/v1/";
-  if (!path.starts_with(kPrefix)) return std::nullopt;
-  path.remove_prefix(kPrefix.size());
+// The segments of a request target's path, each percent-decoded after the
+// split: "/api/v1/jobs/a%2Fcancel" names the job "a/cancel", not the cancel
+// route of job "a". "/" has none. nullopt unless the path begins with "/".
+std::optional<std::vector<std::string>> PathSegments(std::string_view target) {
+  std::string_view path = target.substr(0, target.find('?'));
+  if (!path.starts_with('/')) return std::nullopt;
+  path.remove_prefix(1);
   std::vector<std::string> parts;
+  if (path.empty()) return parts;
   for (size_t start = 0;;) {
     size_t slash = path.find('/', start);
-    parts.emplace_back(path.substr(start, slash - start));
-    if (parts.back().empty()) return std::nullopt;
+    parts.push_back(httplib::detail::decode_url(std::string(path.substr(start, slash - start)),
+                                                /*convert_plus_to_space=*/false));
     if (slash == std::string_view::npos) break;
     start = slash + 1;
   }
-  if (parts.size() == 1 && parts[0] == "healthz") return RouteMatch{Route::kHealth, "GET", ""};
-  if (parts.size() == 1 && parts[0] == "targets") return RouteMatch{Route::kTargets, "GET", ""};
-  if (parts[0] != "jobs" || parts.size() > 3) return std::nullopt;
-  if (parts.size() == 1) return RouteMatch{Route::kJobs, "GET", ""};
-  if (parts.size() == 2) return RouteMatch{Route::kJob, "GET", parts[1]};
-  if (parts[2] == "ledger") return RouteMatch{Route::kLedger, "GET", parts[1]};
-  if (parts[2] == "decisions") return RouteMatch{Route::kDecisions, "GET", parts[1]};
-  if (parts[2] == "cancel") return RouteMatch{Route::kCancel, "POST", parts[1]};
-  if (parts[2] == "dashboard") return RouteMatch{Route::kDashboardData, "GET", parts[1]};
+  return parts;
+}
+
+// nullopt for a path no route has.
+std::optional<RouteMatch> MatchPath(std::string_view target) {
+  std::optional<std::vector<std::string>> segments = PathSegments(target);
+  if (!segments) return std::nullopt;
+  const std::vector<std::string>& p = *segments;
+  if (std::any_of(p.begin(), p.end(), [](const std::string& s) { return s.empty(); })) {
+    return std::nullopt;
+  }
+  if (p.empty()) return RouteMatch{Route::kHome, "GET", ""};
+  if (p.size() == 1 && p[0] == "metrics") return RouteMatch{Route::kMetrics, "GET", ""};
+  if (p.size() == 2 && p[0] == "jobs") return RouteMatch{Route::kPage, "GET", p[1]};
+  if (p.size() < 3 || p[0] != "api" || p[1] != "v1") return std::nullopt;
+  const std::string& what = p[2];
+  if (p.size() == 3 && what == "healthz") return RouteMatch{Route::kHealth, "GET", ""};
+  if (p.size() == 3 && what == "targets") return RouteMatch{Route::kTargets, "GET", ""};
+  if (p.size() == 3 && what == "openapi.yaml") return RouteMatch{Route::kOpenApi, "GET", ""};
+  if (what != "jobs" || p.size() > 5) return std::nullopt;
+  if (p.size() == 3) return RouteMatch{Route::kJobs, "GET", ""};
+  if (p.size() == 4) return RouteMatch{Route::kJob, "GET", p[3]};
+  if (p[4] == "ledger") return RouteMatch{Route::kLedger, "GET", p[3]};
+  if (p[4] == "decisions") return RouteMatch{Route::kDecisions, "GET", p[3]};
+  if (p[4] == "cancel") return RouteMatch{Route::kCancel, "POST", p[3]};
+  if (p[4] == "dashboard") return RouteMatch{Route::kDashboardData, "GET", p[3]};
   return std::nullopt;
+}
+
+// The error the HTTP layer answers itself (before any handler runs, or for a
+// method no handler takes), as the JSON error body every other error has.
+std::string HttpLayerError(int status) {
+  switch (status) {
+    case 400:
+      return "malformed request (request line, header or method)";
+    case 404:
+      return "no such path";
+    case 413:
+      return fmt::format("request body over {} bytes", kMaxBodyBytes);
+    case 414:
+      return "request line too long";
+    case 416:
+      return "malformed Range header";
+    default:
+      return fmt::format("HTTP {}", status);
+  }
 }
 
 class HttpApiServer final : public ApiServer {
@@ -330,16 +365,31 @@ class HttpApiServer final : public ApiServer {
 
 Status HttpApiServer::Listen(int port) {
   auto handler = [this](const httplib::Request& req, httplib::Response& res) { Handle(req, res); };
-  // Every method goes to one router, which can tell 404 from 405.
-  server_->Get(".*", handler)
-      .Post(".*", handler)
-      .Put(".*", handler)
-      .Patch(".*", handler)
-      .Delete(".*", handler)
-      .Options(".*", handler);
+  // Every method goes to one router, which can tell 404 from 405. "." would
+  // not match a decoded newline (%0A) in the path.
+  constexpr const char* kAnyPath = R"([\s\S]*)";
+  server_->Get(kAnyPath, handler)
+      .Post(kAnyPath, handler)
+      .Put(kAnyPath, handler)
+      .Patch(kAnyPath, handler)
+      .Delete(kAnyPath, handler)
+      .Options(kAnyPath, handler);
   server_->set_socket_options(SetReuseAddressOnly);  // one controller per port
   server_->set_tcp_nodelay(true);
-  server_->set_payload_max_length(64 * 1024);
+  server_->set_payload_max_length(kMaxBodyBytes);
+  // Errors with no body are the HTTP layer's own (400, 413, 414, ...): they
+  // get the JSON error body too (handlers always give one). The request may
+  // not have been read to its end (an unknown method leaves its headers, a
+  // body over the limit its bytes), and what is left would be read as further
+  // requests and answered: the client must not send another on this
+  // connection.
+  server_->set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        ReplyError(res, res.status, HttpLayerError(res.status));
+        res.set_header("Connection", "close");
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   int bound = port == 0 ? server_->bind_to_any_port(host_)
                         : (server_->bind_to_port(host_, port) ? port : -1);
   if (bound <= 0) {
@@ -362,7 +412,7 @@ Status HttpApiServer::Listen(int port) {
 
 void HttpApiServer::Handle(const httplib::Request& req, httplib::Response& res) {
   try {
-    std::optional<RouteMatch> m = MatchPath(req.path);
+    std::optional<RouteMatch> m = MatchPath(req.target);
     if (!m) return ReplyError(res, 404, fmt::format("no such path {}", req.path));
     std::string method = req.method == "HEAD" ? "GET" : req.method;
     if (method != m->method) {
@@ -381,6 +431,11 @@ void HttpApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
 void HttpApiServer::Dispatch(const RouteMatch& m, const httplib::Request& req,
                              httplib::Response& res) {
   if (m.route == Route::kHealth) return Reply(res, 200, json{{"ok", true}});
+  if (m.route == Route::kOpenApi) {
+    res.status = 200;
+    res.set_content(std::string(OpenApiSpec()), "application/yaml");
+    return;
+  }
   if (m.route == Route::kJobs) return GetJobs(res);
   if (m.route == Route::kMetrics || m.route == Route::kTargets || m.route == Route::kHome) {
     return ServePages(m, res);

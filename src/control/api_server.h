@@ -1,5 +1,8 @@
 // The controller's HTTP API, on loopback only. JSON in and out.
+// The whole contract, with every schema and status, is docs/openapi.yaml,
+// built into the server and served at GET /api/v1/openapi.yaml.
 //   GET  /api/v1/healthz                 -> {"ok":true}
+//   GET  /api/v1/openapi.yaml            -> docs/openapi.yaml (application/yaml)
 //   GET  /api/v1/jobs                    -> {"jobs":[{id,state,message,cost_usd,...}]}
 //   GET  /api/v1/jobs/ID                 -> the job, its live and ended instances,
 //                                           cost so far, progress (the "progress"
@@ -18,7 +21,9 @@
 // Mutating calls need "Authorization: Bearer TOKEN" with the token from the
 // token file: 401 with WWW-Authenticate: Bearer without it, 403 with a wrong
 // one. Unknown job: 404; unknown path: 404; wrong method: 405. Errors are
-// {"error": "..."}.
+// {"error": "..."}, also those of the HTTP layer (400 malformed request, 413
+// body over 64 KiB, 414 request line too long). A job id is one path segment,
+// percent-decoded after the path is split ("a%2Fb" is the job "a/b").
 #pragma once
 
 #include <functional>

@@ -418,6 +418,145 @@ TEST_F(ApiServerTest, UnknownJobPathAndMethod) {
   EXPECT_TRUE(Cancelled().empty());
 }
 
+// The server serves its contract, docs/openapi.yaml, byte for byte as built.
+TEST_F(ApiServerTest, ServesItsOpenApiDescription) {
+  auto r = client_->Get("/api/v1/openapi.yaml");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/yaml");
+  std::ifstream in(std::string(SPOT_SOURCE_DIR) + "/docs/openapi.yaml", std::ios::binary);
+  ASSERT_TRUE(in) << "docs/openapi.yaml";
+  std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(r->body, file);
+  EXPECT_EQ(client_->Post("/api/v1/openapi.yaml", "", "text/plain")->status, 405);
+}
+
+// Issue 20 (the API contract): the path was percent-decoded before it was
+// split, so "/api/v1/jobs/train%2Fledger" answered the ledger of job "train"
+// and "/api/v1/jobs/train%2Fcancel" answered 405 to a GET. A job id is one
+// segment: these name the jobs "train/ledger" and "train/cancel".
+TEST_F(ApiServerTest, AJobIdIsOneSegmentDecodedAfterTheSplit) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"/api/v1/jobs/train%2Fledger", "train/ledger"},
+      {"/api/v1/jobs/train%2Fcancel", "train/cancel"},
+      {"/api/v1/jobs/train%2fdecisions/ledger", "train/decisions"},
+      {"/jobs/train%2Fx", "train/x"}};
+  for (const auto& [path, job] : cases) {
+    auto r = client_->Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 404) << path;
+    EXPECT_EQ(Body(r)["error"], std::string("no job ") + job) << path;
+  }
+  // Other escapes still decode: "%74rain" is "train".
+  auto r = client_->Get("/api/v1/jobs/%74rain/ledger");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(Body(r)["rows"].size(), 2u);
+  r = client_->Post("/api/v1/jobs/train%2Fcancel/cancel", "", "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_TRUE(Cancelled().empty());
+}
+
+// Issue 20, found by schemathesis: a decoded newline in the path ("%0A")
+// escaped the routes' pattern, so the HTTP layer answered 404 with no body
+// and no Content-Type, and a cancel without the token got that 404 rather
+// than 401. Every path now reaches the router.
+TEST_F(ApiServerTest, PathsWithControlCharactersReachTheRouter) {
+  auto r = client_->Get("/api/v1/jobs/%0A%2B%3E%C2%AA%5C%C3%94%40x/dashboard");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(Body(r)["error"], "no job \n+>\u00aa\\\u00d4@x");
+  r = client_->Get("/api/v1/jobs/a%0Ab%0D%00c");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_TRUE(Body(r).contains("error"));
+  r = Cancel("a%0Ab", "");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  r = Cancel("a%0Ab", "Bearer " + server_->token());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_TRUE(Cancelled().empty());
+}
+
+// Issue 20: the errors the HTTP layer answers before any handler runs (a
+// malformed request, a body over 64 KiB, a request line over 8 KiB, a method
+// it does not route) came with no body and no Content-Type; they are JSON
+// errors like every other.
+TEST_F(ApiServerTest, TheHttpLayersOwnErrorsAreJson) {
+  httplib::Headers no_boundary = {{"Content-Type", "multipart/form-data"}};
+  auto r = client_->Post("/api/v1/jobs/train/cancel", no_boundary, "", "multipart/form-data");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(Body(r)["error"].get<std::string>().find("malformed"), std::string::npos);
+
+  r = client_->Post("/api/v1/jobs/train/cancel", std::string(64 * 1024 + 1, 'x'), "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(Body(r)["error"], "request body over 65536 bytes");
+
+  r = client_->Get(("/api/v1/jobs/" + std::string(9000, 'j')).c_str());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 414);
+  EXPECT_EQ(Body(r)["error"], "request line too long");
+  // Just under the limit, the whole path goes through the router.
+  const std::string long_id(8000, 'j');
+  r = client_->Get(("/api/v1/jobs/" + long_id).c_str());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(Body(r)["error"], "no job " + long_id);
+
+  httplib::Request trace;
+  trace.method = "TRACE";
+  trace.path = "/api/v1/healthz";
+  r = client_->send(trace);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_TRUE(Body(r).contains("error"));
+  EXPECT_TRUE(Cancelled().empty());
+}
+
+// Issue 20, found by schemathesis (one run in six): an unknown method
+// ("QUERY") is refused before its headers are read, and they were then read
+// as further requests on the kept-alive connection and answered 400 each;
+// the client's next request on it got one of those answers, or the middle of
+// one. Such errors now close the connection.
+TEST_F(ApiServerTest, ErrorsBeforeTheRequestIsReadCloseTheConnection) {
+  httplib::Client kept(server_->url());
+  kept.set_keep_alive(true);  // as a browser or Python's requests keep theirs
+  kept.set_read_timeout(std::chrono::seconds(5));
+  // Errors of the API itself keep the connection.
+  auto r = kept.Get("/api/v1/jobs/ghost");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_NE(r->get_header_value("Connection"), "close");
+
+  httplib::Request query;
+  query.method = "QUERY";
+  query.path = "/api/v1/healthz";
+  query.headers = {{"X-One", "1"}, {"X-Two", "2"}};
+  r = kept.send(query);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_TRUE(Body(r).contains("error"));
+  EXPECT_EQ(r->get_header_value("Connection"), "close");
+  // The same client's next request gets its own answer.
+  r = kept.Get("/api/v1/healthz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(Body(r), json({{"ok", true}}));
+
+  r = kept.Post("/api/v1/jobs/train/cancel", std::string(64 * 1024 + 1, 'x'), "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(r->get_header_value("Connection"), "close");
+  r = kept.Get("/api/v1/healthz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(Cancelled().empty());
+}
+
 TEST_F(ApiServerTest, RefusesNonLoopbackHosts) {
   for (const char* host : {"0.0.0.0", "192.168.1.10", "10.0.0.1", "::", "example.com", ""}) {
     ApiOptions options;

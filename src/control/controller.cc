@@ -101,9 +101,22 @@ struct Controller::Impl {
   double start_wall = 0;
   double reconcile_us_sum = 0;
   int64_t reconcile_passes = 0;
+  double latest_s = 0;                 // the job's time never goes back (a wall clock stepped back)
+  int launch_retries = 0;              // launches refused for now, on end
+  double launches_failing_since = -1;  // simulated time of the first of them; -1: none
+  double next_launch_s = 0;            // no launch before (backing off)
+  std::set<std::string> terminate_failing;  // instances whose termination the provider refused
+  int terminate_retries = 0;                // refusals on end
+  double next_terminate_s = 0;              // no retry of a refused termination before
 
   double WallNow() const { return d.clock->NowUnixS(); }
-  double NowS() const { return (WallNow() - wall_epoch) * compression; }
+  // Simulated now: the wall clock since the job's epoch, never before a time
+  // this process has acted at (an NTP step back must not make a negative
+  // duration or take a launch back in time).
+  double NowS() {
+    latest_s = std::max(latest_s, (WallNow() - wall_epoch) * compression);
+    return latest_s;
+  }
   double ProgressHours() const {
     if (progress.fraction >= 0)
       return std::min(job.compute_hours, job.compute_hours * progress.fraction);
@@ -122,17 +135,58 @@ struct Controller::Impl {
                                 model->types());
   }
 
+  // Runs a store write; one the store refuses for now (Unavailable: a full
+  // disk, a locked file) is tried again, waiting on the clock, until it
+  // succeeds or `store_retry_limit_s` passes. Nothing is dropped and nothing
+  // done twice (each write is one transaction, rolled back when refused);
+  // the fleet runs on meanwhile, as under a controller that was down.
+  template <typename Write>
+  Status Durably(Write&& write) {
+    Status st = write();
+    if (st.ok() || st.code() != StatusCode::kUnavailable) return st;
+    const double since = d.clock->MonotonicS();
+    const double since_s = latest_s;
+    const std::string first(st.message());
+    spdlog::warn("job {}: {}; waiting for the store", id, first);
+    double wait = std::max(spec.controller.reconcile_interval_s, 0.01);
+    while (!st.ok()) {
+      if (st.code() != StatusCode::kUnavailable) return st;
+      const double waited = d.clock->MonotonicS() - since;
+      if (waited >= d.store_retry_limit_s) {
+        return UnavailableError(
+            fmt::format("job {}: the job store refused writes for {:.0f} s; giving up: {}", id,
+                        waited, st.message()));
+      }
+      d.clock->SleepFor(std::min(wait, d.store_retry_limit_s - waited));
+      wait = std::min(2 * wait, std::max(spec.controller.reconcile_interval_s, 5.0));
+      st = write();
+    }
+    const std::string what =
+        fmt::format("writes refused for {:.0f} s: {}", d.clock->MonotonicS() - since, first);
+    spdlog::info("job {}: the store takes writes again ({})", id, what);
+    return Event(since_s, "store-unavailable", "", what);
+  }
+  // The wait in simulated seconds before retry `k` (from 0) of a call the
+  // provider refused for now: one reconcile interval, doubling, at most
+  // `launch_backoff_max_s`.
+  double Backoff(int k) const {
+    return std::min(
+        d.launch_backoff_max_s,
+        std::ldexp(spec.controller.reconcile_interval_s * compression, std::min(k, 30)));
+  }
   Status Event(double sim_s, const std::string& kind, const std::string& instance,
                const std::string& detail) {
-    return d.store->AppendEvent(id, {.sim_s = sim_s,
-                                     .wall_unix_s = WallNow(),
-                                     .kind = kind,
-                                     .instance_id = instance,
-                                     .detail = detail});
+    return Durably([&] {
+      return d.store->AppendEvent(id, {.sim_s = sim_s,
+                                       .wall_unix_s = WallNow(),
+                                       .kind = kind,
+                                       .instance_id = instance,
+                                       .detail = detail});
+    });
   }
   Status SetState(JobState to, const std::string& message, double sim_s) {
     if (to == state) return Status::Ok();
-    SPOT_RETURN_IF_ERROR(d.store->SetJobState(id, to, message, sim_s));
+    SPOT_RETURN_IF_ERROR(Durably([&] { return d.store->SetJobState(id, to, message, sim_s); }));
     spdlog::info("job {}: {} -> {}{}", id, JobStateName(state), JobStateName(to),
                  message.empty() ? "" : " (" + message + ")");
     state = to;
@@ -141,6 +195,7 @@ struct Controller::Impl {
 
   Status Start(const std::string& spec_hash, bool* resumed);
   Status Resume();
+  Status AdoptInstance(const cloud::InstanceView& v, double* now);
   Status ReplayDecisions();
   Status PollProvider(double now);
   Status ReconcileTick(int64_t t);
@@ -222,7 +277,7 @@ Status Controller::Impl::ReplayDecisions() {
 Status Controller::Impl::Resume() {
   SPOT_RETURN_IF_ERROR(ReplayDecisions());
   SPOT_ASSIGN_OR_RETURN(billed_usd, d.store->TotalCost(id));
-  const double now = NowS();
+  double now = NowS();
   SPOT_ASSIGN_OR_RETURN(std::vector<InstanceRecord> all, d.store->Instances(id, false));
   // Notices already given are not given (nor counted) again.
   SPOT_ASSIGN_OR_RETURN(std::vector<EventRecord> events, d.store->Events(id));
@@ -246,16 +301,17 @@ Status Controller::Impl::Resume() {
                           .provider_data = r.provider_data,
                           .launched_s = r.launched_s,
                           .notice_s = noticed.count(r.id) ? noticed[r.id] : -1.0};
-    Status st =
-        !r.provider_data.empty() ? d.provider->Adopt(v, now) : NotFoundError("never started");
+    Status st = !r.provider_data.empty() ? AdoptInstance(v, &now) : NotFoundError("never started");
     if (st.ok()) {
       ++adopted;
       continue;
     }
+    if (st.code() == StatusCode::kUnavailable) return st;
     // Gone while no controller watched: billed until now, as a cloud bills an
     // instance until someone terminates it.
     spdlog::warn("instance {}: {}", r.id, st.message());
-    SPOT_RETURN_IF_ERROR(d.store->EndInstance(r.id, std::max(now, r.billed_until_s), "lost"));
+    SPOT_RETURN_IF_ERROR(Durably(
+        [&] { return d.store->EndInstance(r.id, std::max(now, r.billed_until_s), "lost"); }));
     instances[r.id].ended_s = std::max(now, r.billed_until_s);
     instances[r.id].end_reason = "lost";
     SPOT_RETURN_IF_ERROR(Event(now, "lost", r.id, std::string(st.message())));
@@ -267,12 +323,50 @@ Status Controller::Impl::Resume() {
   return Event(now, "resume", "", fmt::format("{} instances adopted", adopted));
 }
 
+// An instance taken for lost while it runs would run on, billed and
+// unwatched: a provider that refuses for now is asked again (waiting on the
+// clock, the same backoff as launches) for up to `provider_retry_limit_s`.
+Status Controller::Impl::AdoptInstance(const cloud::InstanceView& v, double* now) {
+  const double give_up = d.clock->MonotonicS() + d.provider_retry_limit_s;
+  for (int k = 0;; ++k) {
+    Status st = d.provider->Adopt(v, *now);
+    if (st.code() != StatusCode::kUnavailable) return st;
+    if (d.clock->MonotonicS() >= give_up) {
+      return UnavailableError(fmt::format(
+          "job {}: adopting instance {} after a restart: the provider refused for {:.0f} s ({}); "
+          "start the controller again",
+          id, v.spec.id, d.provider_retry_limit_s, st.message()));
+    }
+    if (k == 0) spdlog::warn("instance {}: adopting it: {}; trying again", v.spec.id, st.message());
+    d.clock->SleepFor(Backoff(k) / compression);
+    *now = NowS();
+  }
+}
+
+// A termination the provider refuses for now (Unavailable: throttled, the
+// API down) leaves the instance running and billed, as the cloud does; the
+// next pass (or Finish) asks again.
 Status Controller::Impl::TerminateInstance(InstanceRecord& r, double now, const std::string& why) {
-  if (r.ended_s) return Status::Ok();
+  if (r.ended_s) {
+    terminate_failing.erase(r.id);
+    return Status::Ok();
+  }
   now = std::max(now, r.billed_until_s);
+  if (terminate_failing.count(r.id) && now < next_terminate_s) return Status::Ok();
   Status st = d.provider->Terminate(r.id, now);
+  if (st.code() == StatusCode::kUnavailable) {
+    // One backoff a round, at most 5 minutes: the fleet is billed meanwhile.
+    if (now >= next_terminate_s) {
+      next_terminate_s = now + std::min(Backoff(terminate_retries++), 300.0);
+    }
+    if (!terminate_failing.insert(r.id).second) return Status::Ok();
+    spdlog::warn("instance {}: terminating it: {}; trying again", r.id, st.message());
+    return Event(now, "terminate-failed", r.id, std::string(st.message()));
+  }
   if (!st.ok() && st.code() != StatusCode::kNotFound) return st;
-  SPOT_RETURN_IF_ERROR(d.store->EndInstance(r.id, now, "terminated"));
+  terminate_failing.erase(r.id);
+  if (terminate_failing.empty()) terminate_retries = 0;
+  SPOT_RETURN_IF_ERROR(Durably([&] { return d.store->EndInstance(r.id, now, "terminated"); }));
   r.ended_s = now;
   r.end_reason = "terminated";
   if (d.on_instance_gone) d.on_instance_gone(r.id);
@@ -286,13 +380,19 @@ Status Controller::Impl::PollProvider(double now) {
     InstanceRecord& r = it->second;
     switch (e.kind) {
       case cloud::ProviderEvent::Kind::kNotice:
+        // A notice racing our own termination is no interruption of the job
+        // (nor one a restarted controller should count again).
+        if (r.ended_s) {
+          SPOT_RETURN_IF_ERROR(Event(e.sim_s, "notice-after-end", r.id, e.detail));
+          break;
+        }
         ++out.notices;
         SPOT_RETURN_IF_ERROR(Event(e.sim_s, "notice", r.id, e.detail));
         break;
       case cloud::ProviderEvent::Kind::kPreempted: {
         if (r.ended_s) break;  // already terminated by us
         const double at = std::max(e.sim_s, r.billed_until_s);
-        SPOT_RETURN_IF_ERROR(d.store->EndInstance(r.id, at, "preempted"));
+        SPOT_RETURN_IF_ERROR(Durably([&] { return d.store->EndInstance(r.id, at, "preempted"); }));
         r.ended_s = at;
         r.end_reason = "preempted";
         if (d.on_instance_gone) d.on_instance_gone(r.id);
@@ -353,7 +453,7 @@ Status Controller::Impl::ReconcileTick(int64_t t) {
   const bool launched = model->Apply(target, abs) > 0;
   (void)model->RunTick(abs, 0);  // startup delays; progress and money are measured
   rec.target = HeldName();
-  SPOT_RETURN_IF_ERROR(d.store->AppendDecision(id, rec));
+  SPOT_RETURN_IF_ERROR(Durably([&] { return d.store->AppendDecision(id, rec); }));
   ++out.decisions;
   if (decision_log) {
     std::fprintf(decision_log, "%s\n", DecisionLogLine(rec).c_str());
@@ -387,7 +487,7 @@ Status Controller::Impl::Launch(const PoolRef& pool, double max_price, double no
       .launched_s = now,
       .billed_until_s = now};
   // Recorded before it exists: a controller killed during the launch finds it.
-  SPOT_RETURN_IF_ERROR(d.store->PutInstance(r));
+  SPOT_RETURN_IF_ERROR(Durably([&] { return d.store->PutInstance(r); }));
   instances[r.id] = r;
   auto v = d.provider->Launch({.id = r.id,
                                .zone = r.zone,
@@ -399,14 +499,26 @@ Status Controller::Impl::Launch(const PoolRef& pool, double max_price, double no
                               now);
   InstanceRecord& rec = instances[r.id];
   if (!v.ok()) {
-    SPOT_RETURN_IF_ERROR(d.store->EndInstance(r.id, now, "failed"));
+    SPOT_RETURN_IF_ERROR(Durably([&] { return d.store->EndInstance(r.id, now, "failed"); }));
     rec.ended_s = now;
     rec.end_reason = "failed";
-    ++failures_since_progress;
+    last_failure = fmt::format("launching {} in {}: {}", spot ? "spot" : "on-demand", r.zone_name,
+                               v.status().message());
+    if (v.status().code() == StatusCode::kUnavailable) {
+      // No capacity or throttled for now: back off (doubling from one
+      // reconcile interval) rather than spend the failure budget in minutes.
+      if (launches_failing_since < 0) launches_failing_since = now;
+      next_launch_s = now + Backoff(launch_retries++);
+    } else {
+      ++failures_since_progress;
+    }
     return Event(now, "launch-failed", r.id, std::string(v.status().message()));
   }
+  launch_retries = 0;
+  launches_failing_since = -1;
+  next_launch_s = 0;
   rec.provider_data = v->provider_data;
-  SPOT_RETURN_IF_ERROR(d.store->PutInstance(rec));
+  SPOT_RETURN_IF_ERROR(Durably([&] { return d.store->PutInstance(rec); }));
   ++out.launches;
   return Event(now, "launch", r.id,
                fmt::format("{} {} {}", spot ? "spot" : "on-demand", r.zone_name, v->provider_data));
@@ -436,8 +548,14 @@ Status Controller::Impl::EnsureFleet(double now) {
         "{} instance launches or workers failed without training progress{}",
         failures_since_progress, last_failure.empty() ? "" : "; the last one: " + last_failure));
   }
+  if (launches_failing_since >= 0 && now - launches_failing_since >= d.launch_retry_limit_s) {
+    return UnavailableError(fmt::format("launches refused for {:.1f} simulated hours on end; {}",
+                                        (now - launches_failing_since) / 3600, last_failure));
+  }
   for (const auto& [pool, missing] : want) {
-    for (int k = 0; k < missing; ++k) SPOT_RETURN_IF_ERROR(Launch(pool, bid[pool], now));
+    for (int k = 0; k < missing && now >= next_launch_s; ++k) {
+      SPOT_RETURN_IF_ERROR(Launch(pool, bid[pool], now));
+    }
   }
   return Status::Ok();
 }
@@ -505,7 +623,7 @@ Status Controller::Impl::Bill(double now) {
     billed.push_back(&r);
   }
   if (bills.empty()) return Status::Ok();
-  SPOT_RETURN_IF_ERROR(d.store->BillAll(bills));
+  SPOT_RETURN_IF_ERROR(Durably([&] { return d.store->BillAll(bills); }));
   for (size_t k = 0; k < bills.size(); ++k) {
     billed[k]->billed_until_s = bills[k].rows.back().to_s;
     for (const LedgerEntry& e : bills[k].rows) billed_usd += e.usd;
@@ -513,8 +631,26 @@ Status Controller::Impl::Bill(double now) {
   return Status::Ok();
 }
 
+// Terminates the fleet (asking again while the provider refuses, billing
+// meanwhile, for up to `provider_retry_limit_s`), bills it, then moves the
+// job to its end. Instances that cannot be terminated leave the job as it
+// is and fail Run(): a controller started again finishes it.
 Status Controller::Impl::Finish(JobState to, const std::string& message, double now) {
-  for (auto& [iid, r] : instances) SPOT_RETURN_IF_ERROR(TerminateInstance(r, now, message));
+  const double give_up = d.clock->MonotonicS() + d.provider_retry_limit_s;
+  while (true) {
+    for (auto& [iid, r] : instances) SPOT_RETURN_IF_ERROR(TerminateInstance(r, now, message));
+    if (terminate_failing.empty()) break;
+    if (d.clock->MonotonicS() >= give_up) {
+      return UnavailableError(fmt::format(
+          "job {}: ending it ({}): the provider refused to terminate {} instances for {:.0f} s "
+          "(events 'terminate-failed'); they run on",
+          id, message, terminate_failing.size(), d.provider_retry_limit_s));
+    }
+    SPOT_RETURN_IF_ERROR(Bill(now));
+    d.clock->SleepFor(std::max(spec.controller.reconcile_interval_s, 0.01));
+    now = NowS();
+    SPOT_RETURN_IF_ERROR(PollProvider(now));
+  }
   SPOT_RETURN_IF_ERROR(Bill(now));
   SPOT_RETURN_IF_ERROR(SetState(to, message, now));
   // Leave no process behind: the provider's Poll sends SIGKILL once a
@@ -602,7 +738,8 @@ Result<JobOutcome> Controller::Impl::Loop() {
     }
     if (progress.known && WallNow() - last_progress_put_wall >= 1) {
       last_progress_put_wall = WallNow();
-      SPOT_RETURN_IF_ERROR(d.store->PutValue(id, "progress", progress.json));
+      SPOT_RETURN_IF_ERROR(
+          Durably([&] { return d.store->PutValue(id, "progress", progress.json); }));
     }
     StatusLine(now);
     const double us =

@@ -93,6 +93,27 @@ struct ControllerDeps {
   double status_interval_s = 5;
   // Called after every reconcile pass with its duration in seconds (metrics).
   std::function<void(double)> on_reconcile;
+  // A write the store refuses for now (Unavailable: a full disk, a locked
+  // file) is tried again, waiting on the clock, for up to this many seconds
+  // (the fleet runs on meanwhile); then Run() fails with the store's error
+  // and the instances run on, for a controller started again to adopt.
+  double store_retry_limit_s = 3600;
+  // Launches and terminations the provider refuses for now (Unavailable: no
+  // capacity, throttling) are retried after a backoff doubling from one
+  // reconcile interval up to `launch_backoff_max_s` simulated seconds.
+  // The job fails, naming the provider's answer, when launches have been
+  // refused for `launch_retry_limit_s` simulated seconds on end. Other
+  // launch errors count as worker failures (3 x nodes + 3 without progress
+  // fail the job). A refused termination leaves the instance running and
+  // billed, and is asked again with the same backoff, at most 5 simulated
+  // minutes.
+  double launch_backoff_max_s = 1800;
+  double launch_retry_limit_s = 12 * 3600;
+  // Calls the provider refuses for now that the controller cannot go on
+  // without (terminating the fleet at the job's end, adopting an instance
+  // after a restart) are asked again, waiting on the clock, for up to this
+  // many seconds; then Run() fails saying what still runs.
+  double provider_retry_limit_s = 3600;
 };
 
 struct JobOutcome {

@@ -15,6 +15,7 @@
 #include "control/job_monitor.h"
 #include "core/file_io.h"
 #include "core/job_files.h"
+#include "core/logging.h"
 #include "core/net.h"
 #include "monitor/dashboard.h"
 #include "policy/registry.h"
@@ -32,12 +33,13 @@ sigset_t StopSignals() {
   return set;
 }
 
-// The last line of a worker's log that reports an error ("" when none).
+// The last error a worker's log reports ("" when none; JSON lines give
+// their message, see ErrorMessageOf).
 std::string LastErrorLine(const std::string& log_path) {
   std::ifstream in(log_path);
   std::string line, last;
   while (std::getline(in, line)) {
-    if (line.find("error") != std::string::npos) last = line;
+    if (std::string error = ErrorMessageOf(line); !error.empty()) last = std::move(error);
   }
   return last;
 }

@@ -12,6 +12,7 @@
 
 #include "cloud/fake_provider.h"
 #include "control/controller.h"
+#include "control/markov_zone_testing.h"
 #include "core/clock.h"
 #include "core/temp_dir.h"
 #include "policy/registry.h"
@@ -20,30 +21,9 @@
 namespace spot::control {
 namespace {
 
-constexpr double kGap = 195;      // seconds per tick, as the shared records
+constexpr double kGap = testing::kMarkovZoneGap;
 constexpr double kInterval = 65;  // three reconcile passes a tick
 constexpr char kHash[] = "virtual";
-
-// Two-state Markov capacity: up runs of mean `up` ticks with 2-4 instances,
-// down runs of mean `down` ticks with 0-1 (a gang of 2 loses one or both),
-// and a price that moves now and then in [0.6, 1.4].
-market::Trace Zone(uint64_t seed, const std::string& name, int64_t ticks, double up, double down) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(0, 1);
-  market::Trace t;
-  t.pool = {.cloud = "aws", .region = "us-east-1", .zone = name, .instance_type = "p3.2xlarge"};
-  t.name = name;
-  t.gap_seconds = kGap;
-  bool is_up = true;
-  double price = 0.6 + 0.8 * u(rng);
-  for (int64_t i = 0; i < ticks; ++i) {
-    if (u(rng) < 1.0 / (is_up ? up : down)) is_up = !is_up;
-    t.available.push_back(is_up ? 2 + static_cast<int>(u(rng) * 3) : static_cast<int>(u(rng) * 2));
-    if (u(rng) < 0.05) price = 0.6 + 0.8 * u(rng);
-    t.price.push_back(price);
-  }
-  return t;
-}
 
 // Dies (throws out of the controller) on its Poll number `die_at`, as a
 // kill -9 between two passes would stop a controller; the world goes on.
@@ -80,7 +60,8 @@ class VirtualTimeTest : public ::testing::Test {
     auto store = JobStore::Open((dir_->path() / "jobs.db").string());
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(store).value();
-    traces_ = {Zone(11, "us-east-1a", 1400, 30, 6), Zone(12, "us-east-1b", 1400, 20, 10)};
+    traces_ = {testing::MarkovZone(11, "us-east-1a", 1400, 30, 6),
+               testing::MarkovZone(12, "us-east-1b", 1400, 20, 10)};
     for (const market::Trace& t : traces_) zones_.push_back(&t);
     spec_.source = "job.yaml";
     spec_.name = "virtual";

@@ -1,6 +1,7 @@
 #include "core/spec_reader.h"
 
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 
 #include <algorithm>
 #include <climits>
@@ -71,6 +72,24 @@ bool IsQuoted(const YAML::Node& n) {
   return n.IsScalar() && (n.Tag() == "!" || n.Tag() == "tag:yaml.org,2002:str");
 }
 
+// Where each YAML document of a text starts: enough to tell a second
+// document from a parser that yields documents without reading on.
+struct DocumentStarts : YAML::EventHandler {
+  std::vector<YAML::Mark> marks;
+  void OnDocumentStart(const YAML::Mark& m) override { marks.push_back(m); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
 }  // namespace
 
 Result<std::string> ReadSpecFile(const std::string& path) {
@@ -132,9 +151,30 @@ Result<SpecReader> SpecReader::FromString(const std::string& text, const std::st
   if (std::string why = EncodingProblem(text); !why.empty()) {
     return InvalidArgumentError(file_name + ": " + why);
   }
-  std::vector<YAML::Node> docs;
+  YAML::Node root;
   try {
-    docs = YAML::LoadAll(text);
+    // Count the documents first, by parser events: yaml-cpp's LoadAll never
+    // returns on some inputs (a stray ',' at the top level makes its parser
+    // yield an empty document at the same place forever).
+    DocumentStarts starts;
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    while (starts.marks.size() < 3 && parser.HandleNextDocument(starts)) {
+    }
+    if (starts.marks.size() > 1) {
+      const auto& m = starts.marks;
+      const YAML::Mark& second = m[1];
+      // A real document starts after the one before it.
+      if (m[1].pos <= m[0].pos || (m.size() > 2 && m[2].pos <= m[1].pos)) {
+        const size_t at = static_cast<size_t>(std::max(0, second.pos));
+        const std::string what = at < text.size() ? "'" + std::string(1, text[at]) + "'"
+                                                  : std::string("the end of the file");
+        return InvalidArgumentError(At(file_name, second) + ": invalid YAML: unexpected " + what);
+      }
+      return InvalidArgumentError(At(file_name, second) +
+                                  ": a second YAML document (after '---'): a job file holds one");
+    }
+    root = YAML::Load(text);
   } catch (const YAML::DeepRecursion& e) {
     // yaml-cpp's own message for this is "bad file"; its mark is where its
     // scanner had read to, which can be past the place.
@@ -145,11 +185,6 @@ Result<SpecReader> SpecReader::FromString(const std::string& text, const std::st
   } catch (const YAML::Exception& e) {
     return InvalidArgumentError(At(file_name, e.mark) + ": invalid YAML: " + e.msg);
   }
-  if (docs.size() > 1) {
-    return InvalidArgumentError(At(file_name, docs[1].Mark()) +
-                                ": a second YAML document (after '---'): a job file holds one");
-  }
-  YAML::Node root = docs.empty() ? YAML::Node() : docs[0];
   if (!root.IsMap()) {
     return InvalidArgumentError(file_name + ": expected a mapping of fields at the top level");
   }
@@ -262,9 +297,16 @@ void SpecReader::Double(std::string_view key, double* out, Bounds bounds, bool r
 void SpecReader::Bool(std::string_view key, bool* out) {
   auto n = Scalar(key, false, "true or false");
   if (!n) return;
-  try {
-    *out = n->as<bool>();
-  } catch (const YAML::Exception&) {
+  // YAML 1.2's core schema: true or false, unquoted. yaml-cpp also takes
+  // YAML 1.1's yes/no/on/off/y/n, which turn a country code or a typo into a
+  // boolean without a word.
+  const std::string& t = n->Scalar();
+  const bool quoted = IsQuoted(*n);
+  if (!quoted && (t == "true" || t == "True" || t == "TRUE")) {
+    *out = true;
+  } else if (!quoted && (t == "false" || t == "False" || t == "FALSE")) {
+    *out = false;
+  } else {
     AddError(key, "expected true or false (got " + Quote(*n) + ")");
   }
 }

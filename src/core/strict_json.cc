@@ -1,6 +1,7 @@
 #include "core/strict_json.h"
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
@@ -98,6 +99,18 @@ Result<json> ParseStrictJson(std::string_view text, const std::string& file) {
   } catch (const json::exception& e) {
     return InvalidArgumentError(file + ": invalid JSON: " + e.what());
   }
+}
+
+Result<int64_t> JsonInt64(const json& value) {
+  if (value.is_number_unsigned()) {
+    const uint64_t u = value.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return InvalidArgumentError("expected an integer below 2^63 (got " + value.dump() + ")");
+    }
+    return static_cast<int64_t>(u);
+  }
+  if (value.is_number_integer()) return value.get<int64_t>();
+  return InvalidArgumentError("expected an integer (got " + value.dump() + ")");
 }
 
 }  // namespace spot

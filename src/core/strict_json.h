@@ -3,6 +3,7 @@
 // nlohmann::json (and most JSON readers) would silently have it.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
@@ -18,5 +19,11 @@ namespace spot {
 // or for nesting deeper than kMaxJsonDepth.
 inline constexpr int kMaxJsonDepth = 256;
 Result<nlohmann::json> ParseStrictJson(std::string_view text, const std::string& file);
+
+// The value of an integer field: a JSON integer that fits int64_t. A number
+// with a fraction or an exponent (1e19, 5.0) is InvalidArgument, never
+// converted: nlohmann's get<int64_t>() of a double casts it, undefined when it
+// is out of range.
+Result<int64_t> JsonInt64(const nlohmann::json& value);
 
 }  // namespace spot

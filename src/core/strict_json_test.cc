@@ -59,5 +59,19 @@ TEST(StrictJsonTest, DeepNestingIsRefused) {
   EXPECT_TRUE(ParseStrictJson(ok, "t.json").ok());
 }
 
+TEST(StrictJsonTest, IntegersAreNeverConvertedFromFloats) {
+  using nlohmann::json;
+  EXPECT_EQ(JsonInt64(json::parse("42")).value(), 42);
+  EXPECT_EQ(JsonInt64(json::parse("-7")).value(), -7);
+  EXPECT_EQ(JsonInt64(json::parse("9223372036854775807")).value(), INT64_MAX);
+  for (const char* bad : {"1e19", "5.0", "1784467440737095500000000000", "9223372036854775808",
+                          "\"5\"", "true", "null"}) {
+    auto v = JsonInt64(json::parse(bad));
+    ASSERT_FALSE(v.ok()) << bad;
+    EXPECT_EQ(v.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(v.status().message().find("expected an integer"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace spot

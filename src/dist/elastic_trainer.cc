@@ -16,6 +16,7 @@
 #include "core/clock.h"
 #include "core/file_io.h"
 #include "core/job_files.h"
+#include "core/logging.h"
 #include "core/progress.h"
 #include "dist/c10d_stores.h"
 #include "dist/compression.h"
@@ -561,6 +562,7 @@ Result<WorkerSummary> Worker::Run() {
     }
     SPOT_RETURN_IF_ERROR(joined.status());
     Generation g = std::move(joined).value();
+    SetLogContext({{"rank", g.rank}, {"generation", g.number}});
     ++summary_.generations;
     Status st = FormGroup(g);
     if (st.ok()) st = SyncState(g, t0);

@@ -4,9 +4,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "core/clock.h"
+#include "core/strict_json.h"
 
 namespace spot::dist {
 namespace {
@@ -17,6 +20,25 @@ using nlohmann::json;
 bool Contains(const std::vector<MemberInfo>& members, const std::string& id) {
   return std::any_of(members.begin(), members.end(),
                      [&](const MemberInfo& m) { return m.id == id; });
+}
+
+// An integer field of the state (it is read inside a try: malformed state
+// throws, and the caller reports it). Never a float cast to an integer.
+int64_t Int(const json& v, const char* field) {
+  auto i = JsonInt64(v);
+  if (!i.ok()) throw std::invalid_argument(fmt::format("{}: {}", field, i.status().message()));
+  return *i;
+}
+
+// A state hash as written: decimal digits of a uint64 (std::stoull would take
+// a sign, spaces and trailing text).
+uint64_t Hash(const std::string& s) {
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) {
+    throw std::invalid_argument("state_hash: not a 64-bit unsigned integer: '" + s + "'");
+  }
+  return v;
 }
 
 }  // namespace
@@ -50,8 +72,8 @@ struct Rendezvous::State {
     for (const json& m : j) {
       v.push_back({.id = m.at("id").get<std::string>(),
                    .samples_per_s = m.at("samples_per_s").get<double>(),
-                   .step = m.at("step").get<int64_t>(),
-                   .state_hash = std::stoull(m.at("state_hash").get<std::string>())});
+                   .step = Int(m.at("step"), "step"),
+                   .state_hash = Hash(m.at("state_hash").get<std::string>())});
     }
     return v;
   }
@@ -97,10 +119,10 @@ Result<Rendezvous::State> Rendezvous::Read(std::string* raw) {
   *raw = *v;
   try {
     json j = json::parse(*v);
-    s.gen = j.at("gen").get<int64_t>();
+    s.gen = Int(j.at("gen"), "gen");
     s.open = j.at("open").get<bool>();
     s.prev = j.at("prev").get<std::vector<std::string>>();
-    s.opened_ms = j.at("opened_ms").get<int64_t>();
+    s.opened_ms = Int(j.at("opened_ms"), "opened_ms");
     s.members = State::FromJson(j.at("members"));
     s.waiting = State::FromJson(j.at("waiting"));
   } catch (const std::exception& e) {

@@ -1,12 +1,11 @@
 #include "dist/rendezvous.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <future>
 #include <set>
 #include <thread>
-
-#include <fmt/format.h>
 
 namespace spot::dist {
 namespace {
@@ -14,8 +13,12 @@ namespace {
 using std::chrono::milliseconds;
 
 RendezvousOptions Options(int min, int max) {
-  return {.job = "t", .min_workers = min, .max_workers = max, .join_window = milliseconds(100),
-          .last_call = milliseconds(3000), .timeout = milliseconds(10000),
+  return {.job = "t",
+          .min_workers = min,
+          .max_workers = max,
+          .join_window = milliseconds(100),
+          .last_call = milliseconds(3000),
+          .timeout = milliseconds(10000),
           .poll = milliseconds(2)};
 }
 
@@ -30,9 +33,8 @@ std::vector<Generation> JoinAll(std::vector<std::unique_ptr<Rendezvous>>& rs,
                                 const std::vector<int>& which) {
   std::vector<std::future<Result<Generation>>> fs;
   for (int i : which) {
-    fs.push_back(std::async(std::launch::async, [&rs, i] {
-      return rs[i]->Join({.id = rs[i]->id(), .step = i});
-    }));
+    fs.push_back(std::async(std::launch::async,
+                            [&rs, i] { return rs[i]->Join({.id = rs[i]->id(), .step = i}); }));
   }
   std::vector<Generation> out;
   for (auto& f : fs) {
@@ -45,7 +47,8 @@ std::vector<Generation> JoinAll(std::vector<std::unique_ptr<Rendezvous>>& rs,
 
 std::vector<std::unique_ptr<Rendezvous>> Make(KvStore* kv, int n, RendezvousOptions o) {
   std::vector<std::unique_ptr<Rendezvous>> rs;
-  for (int i = 0; i < n; ++i) rs.push_back(std::make_unique<Rendezvous>(kv, o, fmt::format("w{}", i)));
+  for (int i = 0; i < n; ++i)
+    rs.push_back(std::make_unique<Rendezvous>(kv, o, fmt::format("w{}", i)));
   return rs;
 }
 
@@ -174,8 +177,7 @@ TEST(RendezvousTest, TooFewWorkersTimesOutWithAClearMessage) {
   Result<Generation> g = r.Join({});
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), StatusCode::kDeadlineExceeded);
-  EXPECT_NE(g.status().message().find("min_workers 2"), std::string::npos)
-      << g.status().message();
+  EXPECT_NE(g.status().message().find("min_workers 2"), std::string::npos) << g.status().message();
 }
 
 TEST(RendezvousTest, MalformedStateIsDataLossNamingTheKey) {
@@ -186,6 +188,27 @@ TEST(RendezvousTest, MalformedStateIsDataLossNamingTheKey) {
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(g.status().message().find("t/rdzv/state"), std::string::npos);
+}
+
+// fuzz/regressions/rendezvous_state/: floats where integers belong (a
+// generation of 1e19, an opened_ms past int64) were cast to int64_t,
+// undefined behaviour; a state hash past 2^64 or with a sign was taken.
+TEST(RendezvousTest, NumbersOutOfTheirTypeAreDataLossNotUndefinedCasts) {
+  for (
+      const char* state :
+      {R"({"gen":1e19})",
+       R"({"gen":4.0,"open":true,"members":[],"prev":[],"opened_ms":0,"waiting":[]})",
+       R"({"gen":4,"open":true,"members":[],"prev":[],"opened_ms":1784467440737095500000000000,"waiting":[]})",
+       R"({"gen":4,"open":true,"members":[{"id":"a","samples_per_s":1,"step":0,"state_hash":"184467440737095510615"}],"prev":[],"opened_ms":0,"waiting":[]})",
+       R"({"gen":4,"open":true,"members":[{"id":"a","samples_per_s":1,"step":0,"state_hash":"-1"}],"prev":[],"opened_ms":0,"waiting":[]})"}) {
+    auto kv = NewMemoryKvStore(milliseconds(500));
+    ASSERT_TRUE(kv->Put("t/rdzv/state", state).ok());
+    Rendezvous r(kv.get(), Options(1, 1), "w");
+    Result<Generation> g = r.Join({});
+    ASSERT_FALSE(g.ok()) << state;
+    EXPECT_EQ(g.status().code(), StatusCode::kDataLoss) << state;
+    EXPECT_NE(g.status().message().find("t/rdzv/state"), std::string::npos);
+  }
 }
 
 // Real workers re-join whenever ShouldReform says a newer generation exists;

@@ -149,5 +149,48 @@ TEST(Registry, PoliciesTakeTheirParametersByName) {
   EXPECT_EQ(r.Fields("forecast-up").back().default_value, "holt-winters");
 }
 
+// Tunables: every builtin grid point creates a policy, values[0] is the
+// field's default (grid point 0 is the policy as registered), and bad
+// declarations are refused.
+TEST(RegistryTunables, BuiltinGridsStartAtTheDefaults) {
+  PolicyRegistry r;
+  RegisterBuiltinPolicies(r);
+  EXPECT_TRUE(r.Tunables("up").empty());
+  EXPECT_EQ(r.Grid("up"), std::vector<ParamSet>{ParamSet{}});
+  for (const char* name : {"hazard-up", "forecast-up"}) {
+    ASSERT_FALSE(r.Tunables(name).empty()) << name;
+    size_t points = 1;
+    for (const TunableParam& p : r.Tunables(name)) {
+      points *= p.values.size();
+      for (const FieldInfo& f : r.Fields(name)) {
+        if (f.name == p.name) {
+          EXPECT_EQ(std::stod(f.default_value), std::stod(p.values[0])) << name << "." << f.name;
+        }
+      }
+    }
+    std::vector<ParamSet> grid = r.Grid(name);
+    ASSERT_EQ(grid.size(), points) << name;
+    for (const ParamSet& point : grid) EXPECT_TRUE(r.Create(PolicyConfig(name, point)).ok());
+  }
+  EXPECT_EQ(FormatParams({}), "defaults");
+  EXPECT_EQ(FormatParams({{"a", "1"}, {"b", "x"}}), "a=1, b=x");
+}
+
+TEST(RegistryTunables, BadDeclarationsAreRefused) {
+  PolicyRegistry r;
+  RegisterBuiltinPolicies(r);
+  EXPECT_EQ(r.SetTunables("nope", {}).code(), StatusCode::kNotFound);
+  EXPECT_FALSE(r.SetTunables("hazard-up", {{"no_such_field", {"1"}}}).ok());
+  EXPECT_FALSE(r.SetTunables("hazard-up", {{"min_runs", {}}}).ok());
+  EXPECT_FALSE(r.SetTunables("hazard-up", {{"min_runs", {"2"}}, {"min_runs", {"3"}}}).ok());
+  // Out of bounds: refused, and the old grid stays.
+  Status s = r.SetTunables("hazard-up", {{"min_runs", {"5", "0"}}});
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("min_runs"), std::string::npos) << s.message();
+  EXPECT_EQ(r.Grid("hazard-up").size(), 9u);
+  ASSERT_TRUE(r.SetTunables("hazard-up", {{"min_runs", {"5", "8"}}}).ok());
+  EXPECT_EQ(r.Grid("hazard-up"), (std::vector<ParamSet>{{{"min_runs", "5"}}, {{"min_runs", "8"}}}));
+}
+
 }  // namespace
 }  // namespace spot::policy

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
+#include "core/strict_json.h"
 
 namespace spot::train {
 namespace {
@@ -34,9 +35,13 @@ Result<std::map<std::string, HostArray>> ReadSafetensors(const std::string& path
         fmt::format("{}: not a safetensors file (header of {} bytes in a file of {})", path,
                     header_len, file.size()));
   }
-  const json header =
-      json::parse(file.begin() + 8, file.begin() + 8 + static_cast<int64_t>(header_len), nullptr,
-                  /*allow_exceptions=*/false);
+  // Strict: a tensor named twice in the header is an error, not "the last wins".
+  auto parsed = ParseStrictJson(std::string_view(file).substr(8, header_len), path);
+  if (!parsed.ok()) {
+    return InvalidArgumentError(
+        fmt::format("{} (in the safetensors header)", parsed.status().message()));
+  }
+  const json header = std::move(parsed).value();
   if (!header.is_object()) {
     return InvalidArgumentError(path +
                                 ": not a safetensors file (its header is not a JSON object)");

@@ -69,7 +69,14 @@ TEST_F(SafetensorsTest, BadFilesNameTheTensorAndTheReason) {
   EXPECT_NE(Why(huge).find("header of"), std::string::npos);
   std::string not_json(8, '\0');
   not_json[0] = 3;
-  EXPECT_NE(Why(not_json + "{x}").find("not a JSON object"), std::string::npos);
+  EXPECT_NE(Why(not_json + "{x}").find("JSON syntax error"), std::string::npos);
+  EXPECT_NE(Why(not_json + "[1]").find("not a JSON object"), std::string::npos);
+  // A tensor named twice: which one would be read is the reader's whim.
+  const std::string twice = R"({"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
+                            R"("x":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})";
+  std::string dup(8, '\0');
+  dup[0] = static_cast<char>(twice.size());
+  EXPECT_NE(Why(dup + twice + "ab").find("x: given twice"), std::string::npos);
   EXPECT_NE(Why(Safetensors(ok, "abc")).find("do not hold its 4 bytes"), std::string::npos);
   json bf16 = {{"x", {{"dtype", "BF16"}, {"shape", {2}}, {"data_offsets", {0, 4}}}}};
   EXPECT_NE(Why(Safetensors(bf16, "abcd")).find("dtype BF16 is not supported"), std::string::npos);

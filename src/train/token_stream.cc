@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
+#include "core/strict_json.h"
 
 namespace spot::train {
 namespace {
@@ -27,7 +28,7 @@ Vocabulary VocabularyOf(std::string_view text) {
 
 Result<Vocabulary> ReadVocabulary(const std::string& path) {
   SPOT_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  SPOT_ASSIGN_OR_RETURN(nlohmann::json j, ParseStrictJson(text, path));
   if (!j.is_object()) return InvalidArgumentError(path + ": not a JSON object");
   if (j.value("kind", "") != "bytes") {
     return InvalidArgumentError(path + ": kind must be \"bytes\" (spot prepare-text)");

@@ -79,7 +79,8 @@ TEST_F(TokenStreamTest, BadVocabulariesAndPromptsAreRefused) {
            {R"({"kind": "bpe", "tokens": [1]})", "kind must be \"bytes\""},
            {R"({"kind": "bytes", "tokens": [65, 300]})", "tokens[1] is 300"},
            {R"({"kind": "bytes", "tokens": [65, 65]})", "tokens[1] is 65"},
-           {R"({"kind": "bytes", "tokens": []})", "non-empty list"}}) {
+           {R"({"kind": "bytes", "tokens": []})", "non-empty list"},
+           {R"({"kind": "bytes", "tokens": [65], "tokens": [66]})", "tokens: given twice"}}) {
     std::ofstream(Path("vocab.json")) << json;
     auto v = ReadVocabulary(Path("vocab.json"));
     ASSERT_FALSE(v.ok()) << json;

@@ -1,17 +1,23 @@
 // `spot ckpt`: inspect and manage checkpoint versions.
-//   spot ckpt list     versions in both tiers, newest first
+//   spot ckpt list     versions in both tiers, newest first, damaged ones marked
 //   spot ckpt show ID  a version's manifest and records (codec, sizes, chunks)
-//   spot ckpt verify   whole-file checksums and full decodes, per tier
+//   spot ckpt verify   the full check of every copy, per tier (the one a resume makes)
 //   spot ckpt diff A B how two versions differ, record by record
 //   spot ckpt rollback ID   make ID's state the newest version (a copy; nothing is lost)
 //   spot ckpt gc       apply the retention policy now (--dry-run to see what would go)
 //   spot ckpt export ID --out F   the model's tensors as safetensors
 // Directories come from --job (the job's checkpoint section) or --dir/--durable-dir.
+// Every command judges versions with the store's one check
+// (ckpt::CheckpointStore::Inspect), so what they call damaged is what a
+// resume skips.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -32,7 +38,11 @@ int Fail(const Status& s) {
   return ExitCodeFor(s);
 }
 
-Result<std::unique_ptr<ckpt::CheckpointStore>> OpenStore(const CkptArgs& a) {
+// Opens the tiers; `read_only` for the commands that only look (they neither
+// create directories nor touch a running writer's temporary files). One tier
+// may be gone (the local disk of a machine that was preempted) as long as
+// the other is there.
+Result<std::unique_ptr<ckpt::CheckpointStore>> OpenStore(const CkptArgs& a, bool read_only) {
   ckpt::StoreOptions o;
   if (!a.job.empty()) {
     SPOT_ASSIGN_OR_RETURN(train::TrainSpec spec, train::LoadTrainSpec(a.job));
@@ -47,10 +57,44 @@ Result<std::unique_ptr<ckpt::CheckpointStore>> OpenStore(const CkptArgs& a) {
   if (!a.durable_dir.empty()) o.durable_dir = a.durable_dir;
   if (a.keep > 0) o.retention.keep_last = a.keep;
   if (o.dir.empty()) return InvalidArgumentError("give --job JOB.yaml or --dir DIR");
-  if (!std::filesystem::is_directory(o.dir)) {
-    return InvalidArgumentError(o.dir + ": no such checkpoint directory");
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const std::string& d : {o.dir, o.durable_dir}) {
+    if (!d.empty() && fs::exists(d, ec) && !fs::is_directory(d, ec)) {
+      return InvalidArgumentError(d + ": not a directory");
+    }
   }
+  if (!fs::is_directory(o.dir, ec) &&
+      (o.durable_dir.empty() || !fs::is_directory(o.durable_dir, ec))) {
+    return InvalidArgumentError(
+        o.durable_dir.empty()
+            ? o.dir + ": no such checkpoint directory"
+            : fmt::format("{} and {}: no such checkpoint directory", o.dir, o.durable_dir));
+  }
+  o.read_only = read_only;
   return ckpt::CheckpointStore::Open(std::move(o));
+}
+
+std::string Where(const ckpt::CheckpointStore& store) {
+  return store.dir() + (store.has_durable() ? " or " + store.options().durable_dir : "");
+}
+
+Status NoVersion(const ckpt::CheckpointStore& store, int64_t id) {
+  return InvalidArgumentError(fmt::format("no version {} in {}", id, Where(store)));
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : "; ") + s;
+  return out;
+}
+
+// Version `id`, decoded after the full check; an id no tier has is bad input.
+Result<ckpt::CheckpointStore::Loaded> LoadVersion(const ckpt::CheckpointStore& store, int64_t id) {
+  auto loaded = store.Load(id);
+  if (!loaded.ok() && loaded.status().code() == StatusCode::kNotFound) return NoVersion(store, id);
+  if (!loaded.ok()) return loaded.status().WithContext(fmt::format("version {}", id));
+  return loaded;
 }
 
 std::string Tiers(const ckpt::VersionInfo& v) {
@@ -79,36 +123,75 @@ json VersionJson(const ckpt::VersionInfo& v) {
           {"meta", json::parse(v.meta_json, nullptr, false)}};
 }
 
+json CheckJson(const ckpt::VersionCheck& v) {
+  json j = v.has_info ? VersionJson(v.info) : json{{"id", v.id}, {"tiers", json::array()}};
+  j["state"] = ckpt::CopyStateName(v.state());
+  json copies = json::array();
+  for (const ckpt::CopyCheck& c : v.copies) {
+    json one = {{"tier", ckpt::TierName(c.tier)}, {"state", ckpt::CopyStateName(c.state)}};
+    if (!c.problem.empty()) one["problem"] = c.problem;
+    copies.push_back(std::move(one));
+  }
+  j["copies"] = std::move(copies);
+  return j;
+}
+
+std::string StateText(ckpt::CopyState s) {
+  std::string t(ckpt::CopyStateName(s));
+  if (s == ckpt::CopyState::kDamaged) std::transform(t.begin(), t.end(), t.begin(), ::toupper);
+  return t;
+}
+
+// Every version, damaged ones marked, at the quick check's depth (manifests,
+// sizes, indexes, steps); `verify` reads every byte.
 int List(ckpt::CheckpointStore& store, const CkptArgs& a) {
-  std::vector<ckpt::VersionInfo> list = store.List();
+  std::vector<ckpt::VersionCheck> list = store.Inspect(ckpt::CheckDepth::kQuick);
   if (a.format == "json") {
     json out = json::array();
-    for (const auto& v : list) out.push_back(VersionJson(v));
+    for (const auto& v : list) out.push_back(CheckJson(v));
     fmt::print("{}\n", out.dump(2));
     return kExitOk;
   }
   if (list.empty()) {
-    fmt::print("no checkpoint versions in {}\n", store.dir());
+    fmt::print("no checkpoint versions in {}\n", Where(store));
     return kExitOk;
   }
-  fmt::print("{:>6} {:>8} {:>6} {:>6} {:>5} {:>9} {:>6} {:>9}  {:<15} {}\n", "id", "step", "parent",
-             "base", "depth", "MB", "ratio", "accuracy", "tiers", "codecs");
-  for (const auto& v : list) {
+  constexpr std::string_view kRow =
+      "{:>6} {:>8} {:>6} {:>6} {:>5} {:>9} {:>6} {:>9}  {:<15} {:<11} {}\n";
+  fmt::print(fmt::runtime(kRow), "id", "step", "parent", "base", "depth", "MB", "ratio", "accuracy",
+             "tiers", "state", "codecs");
+  std::vector<std::string> notes;
+  for (const auto& c : list) {
+    for (const std::string& p : c.Problems())
+      notes.push_back(fmt::format("version {}, {}", c.id, p));
+    if (!c.has_info) {
+      fmt::print(fmt::runtime(kRow), c.id, "-", "-", "-", "-", "-", "-", "-", "-",
+                 StateText(c.state()), "-");
+      continue;
+    }
+    const ckpt::VersionInfo& v = c.info;
     json meta = json::parse(v.meta_json, nullptr, false);
     double acc = meta.is_object() ? meta.value("test_accuracy", -1.0) : -1.0;
-    fmt::print("{:>6} {:>8} {:>6} {:>6} {:>5} {:>9} {:>6.2f} {:>9}  {:<15} {}\n", v.id, v.step,
-               v.parent, v.base, v.chain_depth, Mb(v.file_bytes),
-               v.file_bytes ? static_cast<double>(v.payload_bytes) / v.file_bytes : 0.0,
-               acc >= 0 ? fmt::format("{:.2f}%", acc * 100) : "-", Tiers(v), v.codecs);
+    fmt::print(
+        fmt::runtime(kRow), v.id, v.step, v.parent, v.base, v.chain_depth, Mb(v.file_bytes),
+        fmt::format("{:.2f}",
+                    v.file_bytes ? static_cast<double>(v.payload_bytes) / v.file_bytes : 0.0),
+        acc >= 0 ? fmt::format("{:.2f}%", acc * 100) : "-", v.tiers.empty() ? "-" : Tiers(v),
+        StateText(c.state()), v.codecs);
   }
+  for (const std::string& n : notes) fmt::print("{}\n", n);
   return kExitOk;
 }
 
+// A version that passes the quick check in some tier, as read from such a tier.
 Result<ckpt::VersionInfo> FindVersion(ckpt::CheckpointStore& store, int64_t id) {
-  for (auto& v : store.List()) {
-    if (v.id == id) return v;
+  ckpt::VersionCheck v = store.Inspect(id, ckpt::CheckDepth::kQuick);
+  if (v.state() == ckpt::CopyState::kMissing) return NoVersion(store, id);
+  if (!v.intact()) {
+    return DataLossError(fmt::format("version {} is {}: {}", id, ckpt::CopyStateName(v.state()),
+                                     Join(v.Problems())));
   }
-  return InvalidArgumentError(fmt::format("no version {} in {}", id, store.dir()));
+  return v.info;
 }
 
 int Show(ckpt::CheckpointStore& store, const CkptArgs& a) {
@@ -153,33 +236,58 @@ int Show(ckpt::CheckpointStore& store, const CkptArgs& a) {
   return kExitOk;
 }
 
+// The full check of every copy, the one a resume makes. A version is fine
+// when some tier holds an intact copy: exit 1 only when a committed version
+// has none (or the version named is not usable).
 int Verify(ckpt::CheckpointStore& store, const CkptArgs& a) {
-  int bad = 0, good = 0;
-  for (const auto& v : store.List()) {
-    if (a.id >= 0 && v.id != a.id) continue;
-    for (ckpt::Tier t : v.tiers) {
-      Status st = store.Verify(v.id, t);
-      if (st.ok()) {
-        ++good;
-        fmt::print("ok      version {} ({}, step {})\n", v.id, ckpt::TierName(t), v.step);
-      } else {
-        ++bad;
-        fmt::print("DAMAGED version {} ({}): {}\n", v.id, ckpt::TierName(t), st.message());
+  std::vector<ckpt::VersionCheck> checks;
+  if (a.id >= 0) {
+    checks.push_back(store.Inspect(a.id, ckpt::CheckDepth::kFull));
+    if (checks[0].state() == ckpt::CopyState::kMissing) return Fail(NoVersion(store, a.id));
+  } else {
+    checks = store.Inspect(ckpt::CheckDepth::kFull);
+  }
+  if (checks.empty()) return Fail(InvalidArgumentError("no versions to verify in " + Where(store)));
+  std::map<ckpt::CopyState, int> copies, versions;
+  for (const ckpt::VersionCheck& v : checks) {
+    for (const ckpt::CopyCheck& c : v.copies) {
+      ++copies[c.state];
+      const std::string_view tier = ckpt::TierName(c.tier);
+      switch (c.state) {
+        case ckpt::CopyState::kOk:
+          fmt::print("ok          version {} ({}, step {})\n", v.id, tier, v.info.step);
+          break;
+        case ckpt::CopyState::kDamaged:
+          fmt::print("DAMAGED     version {} ({}): {}\n", v.id, tier, c.problem);
+          break;
+        case ckpt::CopyState::kUncommitted:
+          fmt::print("uncommitted version {} ({}): {}\n", v.id, tier, c.problem);
+          break;
+        case ckpt::CopyState::kMissing:
+          fmt::print("missing     version {} ({})\n", v.id, tier);
+          break;
       }
     }
+    ++versions[v.state()];
+    if (v.state() == ckpt::CopyState::kDamaged) {
+      fmt::print("version {} has no intact copy in any tier: a resume skips it\n", v.id);
+    }
   }
-  if (good + bad == 0) {
-    return Fail(InvalidArgumentError(a.id >= 0 ? fmt::format("no version {}", a.id)
-                                               : "no versions to verify in " + store.dir()));
-  }
-  fmt::print("{} copies verified, {} damaged\n", good, bad);
-  return bad ? kExitFailure : kExitOk;
+  fmt::print(
+      "{} version(s): {} intact, {} damaged, {} uncommitted; copies: {} ok, {} damaged, {} "
+      "missing\n",
+      checks.size(), versions[ckpt::CopyState::kOk], versions[ckpt::CopyState::kDamaged],
+      versions[ckpt::CopyState::kUncommitted], copies[ckpt::CopyState::kOk],
+      copies[ckpt::CopyState::kDamaged], copies[ckpt::CopyState::kMissing]);
+  const bool failed =
+      versions[ckpt::CopyState::kDamaged] > 0 || (a.id >= 0 && versions[ckpt::CopyState::kOk] == 0);
+  return failed ? kExitFailure : kExitOk;
 }
 
 int Diff(ckpt::CheckpointStore& store, const CkptArgs& a) {
-  auto x = store.Load(a.id);
+  auto x = LoadVersion(store, a.id);
   if (!x.ok()) return Fail(x.status());
-  auto y = store.Load(a.other);
+  auto y = LoadVersion(store, a.other);
   if (!y.ok()) return Fail(y.status());
   const ckpt::Container &ca = x->container, &cb = y->container;
   fmt::print("version {} (step {}) vs version {} (step {})\n", a.id, x->info.step, a.other,
@@ -226,7 +334,7 @@ int Diff(ckpt::CheckpointStore& store, const CkptArgs& a) {
 }
 
 int RollbackTo(ckpt::CheckpointStore& store, const CkptArgs& a) {
-  auto loaded = store.Load(a.id);
+  auto loaded = LoadVersion(store, a.id);
   if (!loaded.ok()) return Fail(loaded.status());
   auto list = store.List();
   int64_t newest = list.empty() ? -1 : list.front().id;
@@ -289,7 +397,7 @@ std::string_view SafetensorsDType(ckpt::DType t) {
 
 int Export(ckpt::CheckpointStore& store, const CkptArgs& a) {
   if (a.out.empty()) return Fail(InvalidArgumentError("export: give --out FILE.safetensors"));
-  auto loaded = store.Load(a.id);
+  auto loaded = LoadVersion(store, a.id);
   if (!loaded.ok()) return Fail(loaded.status());
   json header = json::object();
   header["__metadata__"] = {{"format", "pt"},
@@ -318,6 +426,20 @@ int Export(ckpt::CheckpointStore& store, const CkptArgs& a) {
   fmt::print("wrote {} ({} tensors, {} bytes) from version {} (step {})\n", a.out, data.size(),
              offset + 8 + n, a.id, loaded->info.step);
   return kExitOk;
+}
+
+// A whole number >= 1 (retention always keeps the newest version).
+CLI::Validator AtLeastOne() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        int64_t n = 0;
+        auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+        if (ec == std::errc() && end == s.data() + s.size() && n >= 1 && n <= 1000000) return "";
+        return "must be a whole number from 1 to 1000000 (the newest version is always kept), "
+               "not '" +
+               s + "'";
+      },
+      "N >= 1");
 }
 
 }  // namespace
@@ -361,7 +483,8 @@ CLI::App* AddCkptCommand(CLI::App& app, CkptArgs* a) {
     }
     if (n == "gc") {
       c->add_flag("--dry-run", a->dry_run, "Only say what would be deleted");
-      c->add_option("--keep", a->keep, "Keep the last N (default: the job's checkpoint.keep)");
+      c->add_option("--keep", a->keep, "Keep the last N (default: the job's checkpoint.keep)")
+          ->check(AtLeastOne());
     }
     if (n == "export") {
       c->add_option("--out", a->out, "Output file (.safetensors)")->required();
@@ -372,7 +495,8 @@ CLI::App* AddCkptCommand(CLI::App& app, CkptArgs* a) {
 }
 
 int RunCkpt(const CkptArgs& a) {
-  auto store = OpenStore(a);
+  const bool writes = a.action == "rollback" || (a.action == "gc" && !a.dry_run);
+  auto store = OpenStore(a, /*read_only=*/!writes);
   if (!store.ok()) return Fail(store.status());
   ckpt::CheckpointStore& s = **store;
   if (a.action == "list") return List(s, a);

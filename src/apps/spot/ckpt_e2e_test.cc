@@ -1,6 +1,7 @@
 // End-to-end tests of the checkpoint engine through the real binary: automatic
 // rollback on a NaN loss, the durable tier after the local disk is lost,
-// SIGUSR1/SIGTERM checkpoints, and `spot ckpt`.
+// SIGUSR1/SIGTERM checkpoints, and `spot ckpt` (damaged versions judged as a
+// resume judges them).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -8,7 +9,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "apps/spot/e2e_support.h"
 #include "ckpt/store.h"
@@ -175,6 +178,72 @@ TEST_F(CkptE2eTest, SignalsCheckpointAndStopThenResumeExactly) {
   }
 }
 
+// A damaged version is marked by `spot ckpt list` (not dropped), DAMAGED to
+// `spot ckpt verify`, and skipped, with the same reason, by a resume.
+TEST_F(CkptE2eTest, ListVerifyAndResumeAgreeOnADamagedVersion) {
+  const std::string ck = "checkpoint: {interval_steps: 10}\n";
+  ASSERT_EQ(Train(WriteJob("run", SmallJobYaml(dir_ / "run", 30, ck)), "", "run").exit_code, 0);
+  struct Case {
+    const char* name;
+    std::function<void(json&)> edit;  // of version 4's manifest (step 30)
+    const char* reason;
+    bool quick_sees_it;  // list's check reads the indexes, not every byte
+  };
+  const Case cases[] = {
+      {"step", [](json& j) { j["step"] = 5; }, "holds step 30 (its trainer/state record)", true},
+      {"id", [](json& j) { j["id"] = 3; }, "id 3 does not match the file name's 4", true},
+      {"checksum", [](json& j) { j["checksum"] = "xxh3-64:00000000000000ff"; },
+       "does not match the manifest's 00000000000000ff", false},
+      {"truncated", nullptr, "malformed manifest", true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const fs::path ckdir = dir_ / c.name / "checkpoints";
+    fs::create_directories(ckdir.parent_path());
+    fs::copy(dir_ / "run" / "checkpoints", ckdir);
+    const fs::path manifest = ckdir / ckpt::CheckpointStore::ManifestFileName(4);
+    std::string text = *ReadFile(manifest.string());
+    if (c.edit) {
+      json j = json::parse(text);
+      c.edit(j);
+      text = j.dump(2);
+    } else {
+      text.resize(text.size() / 2);
+    }
+    std::ofstream(manifest, std::ios::trunc) << text;
+
+    ProcessResult r = Spot({"ckpt", "list", "--dir", ckdir.string(), "--format", "json"},
+                           std::string(c.name) + "_list");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    json list = json::parse(r.out);
+    ASSERT_EQ(list.size(), 4u) << r.out;
+    EXPECT_EQ(list[0]["id"], 4);
+    EXPECT_EQ(list[0]["state"], c.quick_sees_it ? "damaged" : "ok") << list[0];
+    if (c.quick_sees_it) {
+      EXPECT_NE(list[0]["copies"][0]["problem"].get<std::string>().find(c.reason),
+                std::string::npos)
+          << list[0];
+    }
+    r = Spot({"ckpt", "list", "--dir", ckdir.string()}, std::string(c.name) + "_table");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    if (c.quick_sees_it) EXPECT_NE(r.out.find("DAMAGED"), std::string::npos) << r.out;
+
+    r = Spot({"ckpt", "verify", "--dir", ckdir.string()}, std::string(c.name) + "_verify");
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.out.find("DAMAGED     version 4 (local): "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(c.reason), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("4 version(s): 3 intact, 1 damaged"), std::string::npos) << r.out;
+
+    r = Train(WriteJob(c.name, SmallJobYaml(dir_ / c.name, 40, ck)), "",
+              std::string(c.name) + "_resume");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("skipping checkpoint"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(c.reason), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("resuming from checkpoint 3 (local tier; step 20"), std::string::npos)
+        << r.err;
+  }
+}
+
 TEST_F(CkptE2eTest, CkptCommandListsVerifiesDiffsRollsBackAndExports) {
   fs::path durable = dir_ / "durable";
   std::string yaml =
@@ -190,34 +259,77 @@ TEST_F(CkptE2eTest, CkptCommandListsVerifiesDiffsRollsBackAndExports) {
   ASSERT_EQ(list.size(), 7u);  // steps 0, 10, ..., 60
   EXPECT_EQ(list[0]["step"], 60);
   EXPECT_EQ(list[0]["tiers"], json::array({"local", "durable"}));
-  EXPECT_GE(int(list[0]["base"]), 1);  // a delta
+  // The newest delta and its base (the saver writes a full version where a
+  // delta would save little).
+  int64_t delta = -1, base = -1;
+  for (const json& v : list) {
+    EXPECT_EQ(v["state"], "ok") << v;
+    if (delta < 0 && int64_t(v["base"]) >= 1) delta = v["id"], base = v["base"];
+  }
+  ASSERT_GE(delta, 1) << r.out;
   r = Spot({"ckpt", "list", "--job", job.string()}, "list_table");
   EXPECT_NE(r.out.find("local+durable"), std::string::npos) << r.out;
 
-  r = Spot({"ckpt", "show", "7", "--job", job.string()}, "show");
+  r = Spot({"ckpt", "show", std::to_string(delta), "--job", job.string()}, "show");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("model/fc1.weight"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("sub-delta"), std::string::npos) << r.out;
 
   r = Spot({"ckpt", "verify", "--job", job.string()}, "verify");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("14 copies verified, 0 damaged"), std::string::npos) << r.out;
-  {
-    std::fstream f(durable / ckpt::CheckpointStore::DataFileName(5),
-                   std::ios::in | std::ios::out | std::ios::binary);
+  EXPECT_NE(r.out.find("7 version(s): 7 intact, 0 damaged, 0 uncommitted; copies: 14 ok, 0 "
+                       "damaged, 0 missing"),
+            std::string::npos)
+      << r.out;
+  auto flip = [](const fs::path& p) {
+    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(300);
     char c = 0;
     f.get(c);
     f.seekp(300);
     f.put(static_cast<char>(c ^ 0x10));
-  }
+  };
+  const fs::path local_base =
+      dir_ / "run" / "checkpoints" / ckpt::CheckpointStore::DataFileName(base);
+  const fs::path durable_base = durable / ckpt::CheckpointStore::DataFileName(base);
+  flip(durable_base);
+  // One damaged copy: the version is still intact in the local tier.
+  r = Spot({"ckpt", "verify", "--job", job.string()}, "verify_one_copy");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find(fmt::format("DAMAGED     version {} (durable)", base)), std::string::npos)
+      << r.out;
+  // The delta's durable copy still decodes, with its base taken from the
+  // local tier.
+  EXPECT_NE(r.out.find(fmt::format("ok          version {} (durable", delta)), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("7 version(s): 7 intact, 0 damaged, 0 uncommitted; copies: 13 ok, 1 "
+                       "damaged, 0 missing"),
+            std::string::npos)
+      << r.out;
+  // Both copies damaged: the base is lost, and so is the delta on it.
+  flip(local_base);
   r = Spot({"ckpt", "verify", "--job", job.string()}, "verify_bad");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.out.find("DAMAGED version 5 (durable)"), std::string::npos) << r.out;
-  // Version 6 is a delta on 5; its durable copy still decodes, with the base
-  // taken from the local tier.
-  EXPECT_NE(r.out.find("ok      version 6 (durable"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("13 copies verified, 1 damaged"), std::string::npos) << r.out;
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  for (int64_t id : {base, delta}) {
+    EXPECT_NE(r.out.find(fmt::format("version {} has no intact copy in any tier", id)),
+              std::string::npos)
+        << r.out;
+  }
+  EXPECT_NE(r.out.find(fmt::format("its base version {} is unusable", base)), std::string::npos)
+      << r.out;
+  std::set<int64_t> lost = {base};  // the base and every delta resting on it
+  for (auto v = list.rbegin(); v != list.rend(); ++v) {
+    if (lost.count(int64_t((*v)["base"]))) lost.insert(int64_t((*v)["id"]));
+  }
+  EXPECT_NE(
+      r.out.find(fmt::format("7 version(s): {} intact, {} damaged", 7 - lost.size(), lost.size())),
+      std::string::npos)
+      << r.out;
+  r = Spot({"ckpt", "verify", std::to_string(delta), "--job", job.string()}, "verify_delta");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("1 version(s): 0 intact, 1 damaged"), std::string::npos) << r.out;
+  flip(local_base);
+  flip(durable_base);
 
   r = Spot({"ckpt", "diff", "6", "7", "--job", job.string()}, "diff");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -267,9 +379,43 @@ print(len(names))
   r = Spot({"ckpt", "gc", "--dry-run", "--keep", "2", "--job", job.string()}, "gc");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("local tier: would delete"), std::string::npos) << r.out;
-  r = Spot({"ckpt", "show", "99", "--job", job.string()}, "missing");
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("no version 99"), std::string::npos) << r.err;
+  // An unknown id is bad input (exit 2) for every command that takes one.
+  for (std::vector<std::string> args : {std::vector<std::string>{"show", "99"},
+                                        {"verify", "99"},
+                                        {"diff", "99", "7"},
+                                        {"diff", "7", "99"},
+                                        {"rollback", "99"},
+                                        {"export", "99", "--out", st.string()}}) {
+    args.insert(args.begin(), "ckpt");
+    args.insert(args.end(), {"--job", job.string()});
+    r = Spot(args, "missing_" + args[1]);
+    EXPECT_EQ(r.exit_code, 2) << args[1] << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("no version 99 in "), std::string::npos) << args[1] << ": " << r.err;
+  }
+  // Retention keeps at least the newest version.
+  for (std::string keep : {"0", "-5", "x"}) {
+    r = Spot({"ckpt", "gc", "--keep", keep, "--job", job.string()}, "gc_keep");
+    EXPECT_EQ(r.exit_code, 2) << keep << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("--keep"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("must be a whole number from 1"), std::string::npos) << r.err;
+  }
+
+  // The local tier is gone (the machine was preempted), the durable one is
+  // complete: every version is intact, its local copy missing. Looking does
+  // not create the local directory.
+  const fs::path local = dir_ / "run" / "checkpoints";
+  fs::remove_all(local);
+  r = Spot({"ckpt", "verify", "--job", job.string()}, "verify_durable_only");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("missing     version 10 (local)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ok          version 10 (durable, step 60)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" 0 damaged, 0 uncommitted"), std::string::npos) << r.out;
+  r = Spot({"ckpt", "list", "--job", job.string(), "--format", "json"}, "list_durable_only");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  list = json::parse(r.out);
+  ASSERT_FALSE(list.empty());
+  EXPECT_EQ(list[0]["tiers"], json::array({"durable"}));
+  EXPECT_FALSE(fs::exists(local));
   r = Spot({"ckpt", "list", "--dir", (dir_ / "nowhere").string()}, "nowhere");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("no such checkpoint directory"), std::string::npos) << r.err;

@@ -62,6 +62,20 @@ struct ProfileArgs {
 CLI::App* AddProfileCommand(CLI::App& app, ProfileArgs* args);
 int RunProfile(const ProfileArgs& args);
 
+// `spot logs JOB`: a `spot run` job's log files merged in time order
+// (logs_command.cc; docs/monitor.md).
+struct LogsArgs {
+  std::string job;       // its directory, its job file, or its name under runs/
+  bool follow = false;   // --follow: until SIGINT/SIGTERM or the job ends
+  std::string instance;  // --instance: only its lines
+  std::string level;     // --level: this level or above ("": all)
+  std::string since;     // --since: a duration back from now or a UTC time
+  bool json = false;     // --json: JSON lines instead of text
+};
+
+CLI::App* AddLogsCommand(CLI::App& app, LogsArgs* args);
+int RunLogs(const LogsArgs& args);
+
 // `spot run JOB.yaml`: the controller (run_command.cc).
 struct RunArgs {
   std::string job_path;
@@ -118,9 +132,15 @@ struct SimArgs {
   int samples = 300;
   int64_t start_tick = 0;        // run: --start-tick
   std::string format = "table";  // json | table
-  std::string svg;               // run: --svg FILE
+  std::string svg;               // run: --svg FILE; eval: with --protocol, the intervals
   std::string decision_log;      // run: --decision-log FILE (JSON lines)
   uint64_t seed = 1;             // synthetic market seed
+  // eval --protocol (docs/spotsim.md, Evaluation protocol):
+  std::string protocol;         // in-sample | loo | time-split; "" = per trace, no fitting
+  int64_t start_every = 0;      // --start-every K ticks (0: --samples S evenly spaced)
+  double train_fraction = 0.5;  // --train-fraction (time-split)
+  int bootstrap = 2000;         // --bootstrap resamples
+  uint64_t bootstrap_seed = 1;  // --bootstrap-seed
 };
 
 CLI::App* AddSimCommand(CLI::App& app, SimArgs* args);

@@ -17,6 +17,7 @@
 #include "apps/spot/exit_code.h"
 #include "core/file_io.h"
 #include "core/job_files.h"
+#include "core/logging.h"
 #include "core/process.h"
 #include "dist/c10d_stores.h"
 #include "train/train_spec.h"
@@ -45,6 +46,7 @@ int RunLaunch(const TrainArgs& args) {
     fmt::print(stderr, "error: {}\n", spec.status().message());
     return ExitCodeFor(spec.status());
   }
+  SetLogContext("job", spec->name);  // on its JSON lines (SPOT_LOG_FORMAT=json)
   fs::path log_dir =
       args.log_dir.empty() ? fs::path(spec->output_dir) / "workers" : fs::path(args.log_dir);
   if (Status st = CreateDirectories(log_dir.string()); !st.ok()) {

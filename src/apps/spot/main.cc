@@ -1,6 +1,8 @@
 // spot: the SpotTrain command line.
 //
 // Exit codes: 0 success, 1 runtime failure, 2 bad input (job file, flags).
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -38,6 +40,8 @@ int main(int argc, char** argv) {
   CLI::App* generate = spot::cli::AddGenerateCommand(app, &generate_args);
   spot::cli::ProfileArgs profile_args;
   CLI::App* profile = spot::cli::AddProfileCommand(app, &profile_args);
+  spot::cli::LogsArgs logs_args;
+  CLI::App* logs = spot::cli::AddLogsCommand(app, &logs_args);
 
   try {
     app.parse(argc, argv);
@@ -45,7 +49,11 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : spot::cli::kExitBadInput;
   }
-  spot::InitLogging(verbose ? spot::LogLevel::kDebug : spot::LogLevel::kInfo);
+  if (spot::Status s = spot::InitLogging(verbose ? spot::LogLevel::kDebug : spot::LogLevel::kInfo);
+      !s.ok()) {
+    fmt::print(stderr, "error: {}\n", s.message());
+    return spot::cli::kExitBadInput;
+  }
   if (train->parsed()) {
     return train_args.nproc > 0 ? spot::cli::RunLaunch(train_args)
                                 : spot::cli::RunTrain(train_args);
@@ -61,5 +69,6 @@ int main(int argc, char** argv) {
   if (prepare->parsed()) return spot::cli::RunPrepareText(prepare_args);
   if (generate->parsed()) return spot::cli::RunGenerate(generate_args);
   if (profile->parsed()) return spot::cli::RunProfile(profile_args);
+  if (logs->parsed()) return spot::cli::RunLogs(logs_args);
   return spot::cli::kExitBadInput;
 }

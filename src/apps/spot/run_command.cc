@@ -34,6 +34,7 @@
 #include "control/job_store.h"
 #include "core/file_io.h"
 #include "core/job_files.h"
+#include "core/logging.h"
 #include "core/net.h"
 #include "core/process.h"
 #include "dist/c10d_stores.h"
@@ -314,6 +315,13 @@ int RunRunCommand(const RunArgs& args) {
   for (const std::string& line : market.stand_ins) spdlog::warn("market: {}", line);
   auto train_yaml = WriteJobFiles(*checked);
   if (!train_yaml.ok()) return Fail(train_yaml.status());
+  // The controller's log as JSON lines in <job dir>/controller.log beside the
+  // terminal's text; the processes it starts write JSON to their log files.
+  SetLogContext({{"job", j.run.name}, {"role", std::string("controller")}});
+  if (Status st = AddJsonLogFile((fs::path(j.job_dir) / "controller.log").string()); !st.ok()) {
+    return Fail(st);
+  }
+  ExportLogEnvironment();       // setenv: before any thread starts
   control::BlockStopSignals();  // before any thread starts
   bool started = false;
   auto rdzv_url = EnsureRendezvous(state_dir, j.job_dir, &started);

@@ -2,9 +2,12 @@
 //   spot sim policies              registered policy names, one a line
 //   spot sim run  [flags]          one job from one start tick; --svg draws it
 //   spot sim eval [flags]          S sampled starts per trace, per policy
+//   spot sim eval --protocol P     the evaluation protocols of sim/protocol.h
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 
 #include "apps/spot/commands.h"
 #include "apps/spot/name_list.h"
@@ -15,11 +18,15 @@
 #include "core/progress.h"
 #include "policy/registry.h"
 #include "sim/evaluate.h"
+#include "sim/protocol.h"
+#include "sim/svg_protocol.h"
 #include "sim/svg_timeline.h"
 
 namespace spot::cli {
 namespace {
 
+// The flags of `spot sim eval --protocol` (SimArgs, in commands.h, holds the
+// rest). One set per process: `spot` parses one command line.
 // The run as `spot run` logs its decisions: per tick, where the job was after
 // any preemption, where the policy put it, and the progress it saw.
 std::string DecisionLog(const sim::RunResult& r, int64_t start_tick) {
@@ -124,6 +131,58 @@ int RunEval(const policy::PolicyRegistry& reg, const std::vector<market::Trace>&
   return kExitOk;
 }
 
+// Which spot prices a trace was scored with, for the report.
+std::string PricesOf(const market::Trace& t, const SimArgs& a) {
+  if (!a.prices.empty()) return std::filesystem::path(a.prices).filename().string();
+  if (t.has_prices()) return "the trace file's own series";
+  return "none recorded: spot at 1.0/h";
+}
+
+int RunProtocolEval(const policy::PolicyRegistry& reg, const std::vector<market::Trace>& traces,
+                    const SimArgs& a) {
+  auto protocol = sim::ParseProtocol(a.protocol);
+  if (!protocol.ok())
+    return Fail(InvalidArgumentError("--protocol: " + protocol.status().message()));
+  if (*protocol == sim::Protocol::kTimeSplit && !(a.train_fraction > 0 && a.train_fraction < 1)) {
+    return Fail(InvalidArgumentError(
+        fmt::format("--train-fraction: must be in (0, 1), got {}", a.train_fraction)));
+  }
+  std::vector<std::string> policies = SplitNames(a.policies);
+  if (policies.empty()) return Fail(InvalidArgumentError("--policies: no policy named"));
+  for (const std::string& p : policies) {
+    if (!reg.Has(p)) return Fail(InvalidArgumentError("--policies: unknown policy '" + p + "'"));
+  }
+  std::vector<sim::ProtocolMarket> markets;
+  for (const SimMarket& m : Markets(traces, a.multi_zone)) {
+    markets.push_back({m.name, m.zones, PricesOf(*m.zones[0], a)});
+  }
+  sim::ProtocolOptions opt{.protocol = *protocol,
+                           .sampling = {.samples = a.samples, .every = a.start_every},
+                           .train_fraction = a.train_fraction,
+                           .bootstrap = {.resamples = a.bootstrap, .seed = a.bootstrap_seed}};
+  std::unique_ptr<Progress> bar;
+  std::string stage;
+  auto progress = [&](const std::string& s, int64_t done, int64_t total) {
+    if (s != stage) {
+      if (bar) bar->Finish("");
+      bar = std::make_unique<Progress>(Progress::Options{.label = s, .total = total});
+      stage = s;
+    }
+    bar->Update(done, "");
+  };
+  auto r = sim::RunProtocol(reg, markets, JobOf(a), policies, opt, progress);
+  if (bar) bar->Finish("");
+  if (!r.ok()) return Fail(r.status());
+  if (!a.svg.empty()) {
+    std::string title = fmt::format("{}: {}", sim::ProtocolName(*protocol), a.policies);
+    Status w = WriteFileAtomically(a.svg, sim::RenderProtocolSvg(*r, title));
+    if (!w.ok()) return Fail(InvalidArgumentError("--svg " + a.svg + ": " + w.message()));
+    fmt::print(stderr, "picture: {}\n", a.svg);
+  }
+  fmt::print("{}", a.format == "json" ? ProtocolJson(*r) : ProtocolTable(*r));
+  return kExitOk;
+}
+
 int RunOne(const policy::PolicyRegistry& reg, const std::vector<market::Trace>& traces,
            const SimArgs& a) {
   auto p = reg.Create(a.policy);
@@ -182,9 +241,26 @@ CLI::App* AddSimCommand(CLI::App& app, SimArgs* a) {
   AddMarketAndJobFlags(eval, a);
   eval->add_option("--policies", a->policies, "Comma-separated policy names")
       ->capture_default_str();
-  eval->add_option("--samples", a->samples, "S: job starts per trace")
+  eval->add_option("--samples", a->samples,
+                   "S: job starts per trace (with --protocol: per market part), evenly spaced")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  eval->add_option("--protocol", a->protocol,
+                   "in-sample | loo | time-split: fit tunable parameters out of sample and "
+                   "report intervals (docs/spotsim.md, Evaluation protocol)");
+  eval->add_option("--start-every", a->start_every,
+                   "With --protocol: a job start every K ticks instead of --samples")
+      ->check(CLI::PositiveNumber);
+  eval->add_option("--train-fraction", a->train_fraction,
+                   "time-split: share of every trace the parameters are fitted on, in (0, 1)")
+      ->capture_default_str();
+  eval->add_option("--bootstrap", a->bootstrap, "Bootstrap resamples of the 95% intervals")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  eval->add_option("--bootstrap-seed", a->bootstrap_seed, "Seed of the bootstrap")
+      ->capture_default_str();
+  eval->add_option("--svg", a->svg,
+                   "With --protocol: write the ratio to up with its intervals (SVG) to this file");
   for (CLI::App* c : {run, eval}) {
     c->add_option("--format", a->format, "Output: table or json")
         ->check(CLI::IsMember({"table", "json"}))
@@ -203,13 +279,28 @@ int RunSim(const SimArgs& a) {
         continue;
       }
       fmt::print("### `{}`\n\n{}\n\n{}\n", n, reg.Help(n), FieldsMarkdown(reg.Fields(n)));
+      std::string tunables;
+      for (const policy::TunableParam& t : reg.Tunables(n)) {
+        tunables += fmt::format("{}`{}` {{{}}}", tunables.empty() ? "" : ", ", t.name,
+                                fmt::join(t.values, ", "));
+      }
+      if (!tunables.empty()) {
+        fmt::print("Fitted by `spot sim eval --protocol loo|time-split` over: {}\n\n", tunables);
+      }
     }
     return kExitOk;
   }
   auto traces = LoadSimMarket({.traces = a.traces, .prices = a.prices, .synthetic_seed = a.seed});
   if (!traces.ok()) return Fail(traces.status());
   if (traces->empty()) return Fail(InvalidArgumentError("no traces"));
-  return a.action == "run" ? RunOne(reg, *traces, a) : RunEval(reg, *traces, a);
+  if (a.action == "run") return RunOne(reg, *traces, a);
+  if (a.protocol.empty()) {
+    if (a.start_every > 0 || !a.svg.empty()) {
+      return Fail(InvalidArgumentError("--start-every and --svg of eval need --protocol"));
+    }
+    return RunEval(reg, *traces, a);
+  }
+  return RunProtocolEval(reg, *traces, a);
 }
 
 }  // namespace spot::cli

@@ -119,5 +119,98 @@ TEST_F(SimCliTest, SyntheticDefaultMarketWorks) {
   EXPECT_EQ(j["traces"].size(), 5u);
 }
 
+// `eval --protocol`: loo over three hand-made zones, as JSON and as a table;
+// the same numbers twice; a picture.
+TEST_F(SimCliTest, ProtocolLooJsonTableAndSvg) {
+  std::vector<std::string> args = {"eval", "--protocol", "loo"};
+  const char* data[] = {"1,1,0,0,1,1,1,0,1,1,1,1,0,0,1,1,1,1,1,1",
+                        "0,1,1,1,1,0,0,1,1,1,1,1,1,0,1,1,0,1,1,1",
+                        "1,1,1,1,1,1,0,0,0,1,1,1,1,1,1,1,0,1,1,1"};
+  for (int i = 0; i < 3; ++i) {
+    args.push_back("--trace");
+    args.push_back(Trace(fmt::format("zone-{}_v100_1", i), data[i]).string());
+  }
+  for (const char* a :
+       {"--policies", "od,up,greedy,hazard-up", "--compute-hours", "3", "--deadline-hours", "5",
+        "--changeover-hours", "0.5", "--start-every", "2", "--bootstrap", "500"}) {
+    args.push_back(a);
+  }
+  std::vector<std::string> json = args;
+  json.insert(json.end(), {"--format", "json"});
+  ProcessResult r = Spot(json);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["protocol"], "loo");
+  EXPECT_EQ(j["bootstrap"]["resamples"], 500);
+  ASSERT_EQ(j["markets"].size(), 3u);
+  const auto& m = j["markets"][2];
+  EXPECT_EQ(m["name"], "zone-2_v100_1");
+  EXPECT_EQ(m["prices"], "none recorded: spot at 1.0/h");
+  EXPECT_EQ(m["starts"], 8);  // ticks 0, 2, ..., 14 (a 5-tick window ends by tick 20)
+  EXPECT_EQ(m["trained_on"], nlohmann::json({"zone-0_v100_1", "zone-1_v100_1"}));
+  const auto& h = m["policies"]["hazard-up"];
+  EXPECT_TRUE(h["fitted"].get<bool>());
+  EXPECT_EQ(h["fit"]["candidates"], 9);
+  EXPECT_TRUE(h["params"].contains("breakeven_scale"));
+  for (const char* key : {"samples", "cost", "ratio_to_up", "deadline_misses", "misses_up_met",
+                          "mean_od_hours", "share_above_od", "od_mean_cost"}) {
+    EXPECT_TRUE(h.contains(key)) << key;
+  }
+  EXPECT_EQ(m["policies"]["up"]["ratio_to_up"]["mean"], 1.0);
+  EXPECT_EQ(j["pooled"]["greedy"]["samples"], 24);
+  const auto& ci = j["pooled"]["greedy"]["cost"]["ci95"];
+  EXPECT_LE(ci[0].get<double>(), j["pooled"]["greedy"]["cost"]["mean"].get<double>());
+  ProcessResult again = Spot(json);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  auto j2 = nlohmann::json::parse(again.out);
+  j.erase("seconds");
+  j2.erase("seconds");
+  EXPECT_EQ(j, j2);
+
+  fs::path svg = dir_ / "loo.svg";
+  args.insert(args.end(), {"--svg", svg.string()});
+  r = Spot(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("loo: parameters fitted on the other markets"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pooled over 3 markets"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("score zone-1_v100_1"), std::string::npos) << r.err;  // progress
+  std::ifstream in(svg);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text.rfind("<svg", 0), 0u);
+  EXPECT_NE(text.find("pooled  hazard-up"), std::string::npos);
+}
+
+TEST_F(SimCliTest, ProtocolBadInputExitsTwo) {
+  fs::path a = Trace("a_v100_1", "1,1,1,1,1,1,1,1,1,1,1,1");
+  fs::path b = Trace("b_v100_1", "1,0,1,1,1,1,1,1,1,0,1,1");
+  std::vector<std::string> job = {"--compute-hours", "2", "--deadline-hours", "4"};
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.end(), job.begin(), job.end());
+    return Spot(args);
+  };
+  ProcessResult r = with({"eval", "--protocol", "cv", "--trace", a.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--protocol: unknown protocol 'cv'"), std::string::npos) << r.err;
+  r = with({"eval", "--protocol", "loo", "--trace", a.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("loo needs at least two markets"), std::string::npos) << r.err;
+  r = with({"eval", "--protocol", "time-split", "--train-fraction", "1", "--trace", a.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--train-fraction"), std::string::npos) << r.err;
+  r = with({"eval", "--protocol", "time-split", "--train-fraction", "0.1", "--trace", a.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("a_v100_1 training part"), std::string::npos) << r.err;
+  r = with({"eval", "--protocol", "loo", "--trace", a.string(), "--trace", b.string(), "--policies",
+            "up,nope"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown policy 'nope'"), std::string::npos) << r.err;
+  r = with({"eval", "--start-every", "2", "--trace", a.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("need --protocol"), std::string::npos) << r.err;
+  r = with({"eval", "--protocol", "in-sample", "--trace", a.string(), "--start-every", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--start-every"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace spot

@@ -8,6 +8,7 @@
 #include "apps/spot/commands.h"
 #include "market/trace.h"
 #include "sim/evaluate.h"
+#include "sim/protocol.h"
 
 namespace spot::cli {
 
@@ -29,6 +30,14 @@ std::string EvalJson(const std::vector<MarketReport>& reports, const SimArgs& ar
 // Per market: one row per policy; "vs od" is mean cost / mean cost of od
 // (blank when od was not evaluated).
 std::string EvalTable(const std::vector<MarketReport>& reports);
+// `spot sim eval --protocol P`: one JSON document (docs/spotsim.md,
+// "Evaluation protocol") and a table per market plus the pooled one.
+std::string ProtocolJson(const sim::ProtocolResult& result);
+std::string ProtocolTable(const sim::ProtocolResult& result);
+// What the protocol means, in one line ("loo: parameters fitted on the other
+// markets, scored on the one left out").
+std::string ProtocolDescription(sim::Protocol protocol);
+
 std::string RunSummary(const std::string& market, const std::string& policy,
                        const sim::RunResult& r, const SimArgs& args);
 

@@ -17,6 +17,7 @@
 #include "apps/spot/worker_monitor.h"
 #include "cloud/termination_watcher.h"
 #include "core/clock.h"
+#include "core/logging.h"
 #include "dist/c10d_stores.h"
 #include "dist/elastic_trainer.h"
 #include "monitor/chrome_trace.h"
@@ -116,7 +117,8 @@ int RunWorkerCommand(const WorkerArgs& args) {
   if (args.threads > 0) spec->threads = args.threads;
   if (!args.checkpoint_dir.empty()) spec->checkpoint.dir = args.checkpoint_dir;
   std::string tag = args.id.empty() ? fmt::format("worker {}", ::getpid()) : args.id;
-  spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [{}] [%^%l%$] %v", tag));
+  SetLogContext({{"job", spec->name}, {"role", std::string("worker")}, {"instance", tag}});
+  SetTextLogPattern(fmt::format("[%H:%M:%S.%e] [{}] [%^%l%$] %v", tag));
   if (auto stop = CheckRendezvous(args.rendezvous, spec->distributed.rendezvous_timeout_s,
                                   spec->name, tag)) {
     return *stop;
@@ -209,6 +211,7 @@ CLI::App* AddRendezvousCommand(CLI::App& app, RendezvousArgs* args) {
 }
 
 int RunRendezvous(const RendezvousArgs& args) {
+  SetLogContext("role", std::string("rendezvous"));
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
@@ -219,10 +222,19 @@ int RunRendezvous(const RendezvousArgs& args) {
     fmt::print(stderr, "error: {}\n", store.status().message());
     return kExitFailure;
   }
-  fmt::print("rendezvous store listening on tcp://{}:{}\n", args.host, (*store)->getPort());
-  std::fflush(stdout);
+  const std::string listening =
+      fmt::format("rendezvous store listening on tcp://{}:{}", args.host, (*store)->getPort());
+  // To a log file (JSON) as a log line; to a person as it always was.
+  const bool json = StderrLogFormat() == LogFormat::kJson;
+  if (json) {
+    spdlog::info("{}", listening);
+  } else {
+    fmt::print("{}\n", listening);
+    std::fflush(stdout);
+  }
   int sig = 0;
   sigwait(&set, &sig);
+  if (json) spdlog::info("rendezvous store stopped ({})", strsignal(sig));
   return kExitOk;
 }
 

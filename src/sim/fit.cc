@@ -1,0 +1,119 @@
+#include "sim/fit.h"
+
+#include <cmath>
+
+namespace spot::sim {
+namespace {
+
+std::string ConfigKey(const std::string& policy, const policy::ParamSet& params) {
+  return policy + "{" + policy::FormatParams(params) + "}";
+}
+
+struct Candidate {
+  double sum_cost = 0;
+  int64_t runs = 0;
+  int64_t misses_up_met = 0;
+};
+
+// a is better than b (b comes later in the grid).
+bool Better(const Candidate& a, const Candidate& b) {
+  if ((a.misses_up_met > 0) != (b.misses_up_met > 0)) return a.misses_up_met == 0;
+  if (a.misses_up_met != b.misses_up_met) return a.misses_up_met < b.misses_up_met;
+  const double ma = a.sum_cost / a.runs, mb = b.sum_cost / b.runs;
+  return ma < mb - 1e-12 * std::max(std::abs(ma), std::abs(mb));
+}
+
+}  // namespace
+
+RunMemo::RunMemo(const policy::PolicyRegistry& registry, JobSpec job)
+    : registry_(registry), job_(job) {}
+
+Result<policy::Policy*> RunMemo::Instance(const std::string& key, const std::string& policy,
+                                          const policy::ParamSet& params) {
+  auto it = instances_.find(key);
+  if (it != instances_.end()) return it->second.get();
+  SPOT_ASSIGN_OR_RETURN(std::unique_ptr<policy::Policy> p,
+                        registry_.Create(policy::PolicyConfig(policy, params)));
+  return (instances_[key] = std::move(p)).get();
+}
+
+Result<std::vector<StartRun>> RunMemo::Runs(const std::string& policy,
+                                            const policy::ParamSet& params,
+                                            std::span<const market::Trace* const> zones,
+                                            std::span<const int64_t> starts) {
+  std::vector<const market::Trace*> market(zones.begin(), zones.end());
+  if (!valid_.count(market)) {
+    SPOT_RETURN_IF_ERROR(ValidateMarket(zones, job_));
+    valid_.insert(market);
+  }
+  const std::string key = ConfigKey(policy, params);
+  std::vector<StartRun> out;
+  out.reserve(starts.size());
+  for (int64_t s : starts) {
+    ++asked_;
+    if (s < 0 || s >= zones[0]->ticks()) {
+      return InvalidArgumentError("start tick " + std::to_string(s) + " is outside " +
+                                  zones[0]->name + " (0.." + std::to_string(zones[0]->ticks()) +
+                                  ")");
+    }
+    auto [it, fresh] = runs_.try_emplace(Key{key, market, s});
+    if (fresh) {
+      auto p = Instance(key, policy, params);
+      if (!p.ok()) {
+        runs_.erase(it);
+        return p.status();
+      }
+      RunResult r = SimulateJob(**p, zones, s, job_);
+      it->second = {s, r.cost, r.od_hours, r.spot_hours, r.met_deadline};
+      ++simulated_;
+    }
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+Result<FitResult> FitPolicy(RunMemo& memo, const std::string& policy, std::span<const FitSet> train,
+                            const FitProgressFn& progress) {
+  const std::vector<policy::ParamSet> grid = memo.registry().Grid(policy);
+  FitResult out;
+  out.candidates = static_cast<int>(grid.size());
+  if (grid.size() == 1) {  // nothing to fit; no run needed
+    out.params = grid[0];
+    out.train_mean_cost = std::nan("");
+    return out;
+  }
+  int64_t per_candidate = 0;
+  for (const FitSet& t : train) per_candidate += static_cast<int64_t>(t.starts.size());
+  if (per_candidate == 0) return InvalidArgumentError("fitting " + policy + ": no training start");
+  const int64_t total = per_candidate * static_cast<int64_t>(grid.size() + 1);
+  int64_t done = 0;
+  std::vector<std::vector<StartRun>> up;
+  for (const FitSet& t : train) {
+    SPOT_ASSIGN_OR_RETURN(auto runs, memo.Runs("up", {}, t.zones, t.starts));
+    up.push_back(std::move(runs));
+    if (progress) progress(done += static_cast<int64_t>(t.starts.size()), total);
+  }
+  std::vector<Candidate> cands(grid.size());
+  for (size_t g = 0; g < grid.size(); ++g) {
+    for (size_t i = 0; i < train.size(); ++i) {
+      SPOT_ASSIGN_OR_RETURN(auto runs, memo.Runs(policy, grid[g], train[i].zones, train[i].starts));
+      for (size_t k = 0; k < runs.size(); ++k) {
+        cands[g].sum_cost += runs[k].cost;
+        cands[g].misses_up_met += up[i][k].met_deadline && !runs[k].met_deadline;
+      }
+      cands[g].runs += static_cast<int64_t>(runs.size());
+      if (progress) progress(done += static_cast<int64_t>(runs.size()), total);
+    }
+    out.rejected += cands[g].misses_up_met > 0;
+  }
+  size_t best = 0;
+  for (size_t g = 1; g < grid.size(); ++g) {
+    if (Better(cands[g], cands[best])) best = g;
+  }
+  out.params = grid[best];
+  out.train_mean_cost = cands[best].sum_cost / static_cast<double>(cands[best].runs);
+  out.constraint_met = cands[best].misses_up_met == 0;
+  return out;
+}
+
+}  // namespace spot::sim

@@ -1,0 +1,96 @@
+// Fitting a policy's tunable parameters (policy/registry.h) on training data,
+// and the memo of simulated runs the evaluation protocols share.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/status.h"
+#include "market/trace.h"
+#include "policy/registry.h"
+#include "sim/spot_sim.h"
+
+namespace spot::sim {
+
+// One run as the protocols keep it.
+struct StartRun {
+  int64_t start = 0;  // absolute tick of the job's start
+  double cost = 0;    // $
+  double od_hours = 0;
+  double spot_hours = 0;
+  bool met_deadline = false;
+};
+
+// Runs policies, by name and parameters, on markets (one zone or several as
+// one market) from given starts, and remembers every run: the protocols ask
+// for the same (policy, parameters, market, start) many times (each fold of
+// leave-one-out re-reads the other zones). Policies are deterministic given
+// the market and the start, so a remembered run is the run. A market is
+// identified by its traces' addresses: they must outlive the memo. Not
+// thread-safe.
+class RunMemo {
+ public:
+  RunMemo(const policy::PolicyRegistry& registry, JobSpec job);
+
+  // The runs of `policy` with `params` from each of `starts`. NotFound for an
+  // unknown policy, InvalidArgument for bad parameters, a bad market or job,
+  // or a start outside the traces.
+  Result<std::vector<StartRun>> Runs(const std::string& policy, const policy::ParamSet& params,
+                                     std::span<const market::Trace* const> zones,
+                                     std::span<const int64_t> starts);
+
+  const JobSpec& job() const { return job_; }
+  const policy::PolicyRegistry& registry() const { return registry_; }
+  int64_t simulated() const { return simulated_; }  // runs simulated (not remembered)
+  int64_t asked() const { return asked_; }          // runs asked for
+
+ private:
+  using Key = std::tuple<std::string, std::vector<const market::Trace*>, int64_t>;
+  Result<policy::Policy*> Instance(const std::string& key, const std::string& policy,
+                                   const policy::ParamSet& params);
+
+  const policy::PolicyRegistry& registry_;
+  JobSpec job_;
+  std::map<Key, StartRun> runs_;
+  std::map<std::string, std::unique_ptr<policy::Policy>> instances_;
+  std::set<std::vector<const market::Trace*>> valid_;
+  int64_t simulated_ = 0, asked_ = 0;
+};
+
+// A training set: a market and the starts to run on it.
+struct FitSet {
+  std::vector<const market::Trace*> zones;
+  std::vector<int64_t> starts;
+};
+
+struct FitResult {
+  policy::ParamSet params;     // the chosen grid point
+  double train_mean_cost = 0;  // its mean cost over every training start
+  int candidates = 0;          // grid points tried
+  // Grid points that missed a deadline `up` met on some training start.
+  int rejected = 0;
+  // False when every grid point missed such a deadline: the one with the
+  // fewest such misses was chosen (then the cheapest).
+  bool constraint_met = true;
+};
+
+// Called after each training set of each candidate: (runs done, runs in all).
+using FitProgressFn = std::function<void(int64_t done, int64_t total)>;
+
+// Chooses `policy`'s parameters on `train`: among its grid points (all of
+// them run on every training start), those that never miss a deadline `up`
+// meets on the same start, the least mean cost over all training starts;
+// costs equal to a part in 1e12 go to the earlier grid point (defaults
+// first). A policy without tunables gets its defaults without a run.
+// InvalidArgument when `train` holds no start.
+Result<FitResult> FitPolicy(RunMemo& memo, const std::string& policy, std::span<const FitSet> train,
+                            const FitProgressFn& progress = nullptr);
+
+}  // namespace spot::sim
