@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <chrono>
 #include <deque>
@@ -235,7 +236,11 @@ Result<int64_t> ParseSince(const std::string& text, int64_t now_ms) {
                          : text.back() == 'h' ? 3'600'000
                          : text.back() == 'd' ? 86'400'000
                                               : 0;
-    if (unit > 0 && text.size() <= 10) return now_ms - std::stoll(text) * unit;
+    int64_t n = 0;  // at most 9 digits: no overflow below
+    if (unit > 0 && text.size() <= 10) {
+      std::from_chars(text.data(), text.data() + text.size() - 1, n);
+      return now_ms - n * unit;
+    }
   }
   if (auto t = ParseLogTimestamp(text)) return *t;
   if (text.size() == 20 && text.back() == 'Z') {  // without milliseconds
