@@ -105,9 +105,10 @@ struct Controller::Impl {
   int launch_retries = 0;              // launches refused for now, on end
   double launches_failing_since = -1;  // simulated time of the first of them; -1: none
   double next_launch_s = 0;            // no launch before (backing off)
-  std::set<std::string> terminate_failing;  // instances whose termination the provider refused
-  int terminate_retries = 0;                // refusals on end
-  double next_terminate_s = 0;              // no retry of a refused termination before
+  std::set<std::string> terminate_failing;    // instances whose termination the provider refused
+  int terminate_retries = 0;                  // refusals on end
+  double next_terminate_s = 0;                // no retry of a refused termination before
+  std::set<std::string> replaced_stragglers;  // instances terminated as stragglers
 
   double WallNow() const { return d.clock->NowUnixS(); }
   // Simulated now: the wall clock since the job's epoch, never before a time
@@ -204,6 +205,7 @@ struct Controller::Impl {
   Status TerminateInstance(InstanceRecord& r, double now, const std::string& why);
   Status Bill(double now);
   Status CheckReachable(double now);
+  Status ReplaceStragglers(double now);
   Status Finish(JobState to, const std::string& message, double now);
   void StatusLine(double now);
   Result<JobOutcome> Loop();
@@ -597,6 +599,27 @@ Status Controller::Impl::CheckReachable(double now) {
   return Status::Ok();
 }
 
+// A worker the training's rank 0 flags as a straggler (slower than the
+// group's median by the job's factor for its time) holds the whole group back
+// in synchronous training: with controller.replace_stragglers, its instance
+// is terminated (the worker saves and leaves on SIGTERM, as on a notice) and
+// the fleet target launches a replacement. Once per instance.
+Status Controller::Impl::ReplaceStragglers(double now) {
+  if (!spec.controller.replace_stragglers || !progress.known) return Status::Ok();
+  for (const std::string& iid : progress.stragglers) {
+    auto it = instances.find(iid);
+    if (it == instances.end() || it->second.ended_s || !replaced_stragglers.insert(iid).second) {
+      continue;
+    }
+    const std::string why =
+        fmt::format("straggler: flagged by rank 0 of generation {}", progress.generation);
+    spdlog::warn("instance {}: {}; replacing it", iid, why);
+    SPOT_RETURN_IF_ERROR(Event(now, "straggler", iid, why));
+    SPOT_RETURN_IF_ERROR(TerminateInstance(it->second, now, "straggler"));
+  }
+  return Status::Ok();
+}
+
 // Bills every instance up to the last whole tick (an ended one up to its
 // end), all in one transaction.
 Status Controller::Impl::Bill(double now) {
@@ -712,6 +735,7 @@ Result<JobOutcome> Controller::Impl::Loop() {
     const int64_t tick = static_cast<int64_t>(std::floor(now / gap_s + kEps));
     while (last_tick < tick) SPOT_RETURN_IF_ERROR(ReconcileTick(++last_tick));
     SPOT_RETURN_IF_ERROR(CheckReachable(now));
+    SPOT_RETURN_IF_ERROR(ReplaceStragglers(now));
     if (Status st = EnsureFleet(now); !st.ok()) {
       SPOT_RETURN_IF_ERROR(Finish(JobState::kFailed, std::string(st.message()), now));
       break;

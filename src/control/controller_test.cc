@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -504,6 +505,72 @@ TEST_F(ControllerTest, TrainingThatEndsWhileRecoveringSucceeds) {
   auto live = store_->Instances(spec_.name, true);
   ASSERT_TRUE(live.ok());
   EXPECT_TRUE(live->empty());
+  ExpectLedgerExact();
+}
+
+// Issue 20: a straggler flagged by rank 0 was only reported. With
+// controller.replace_stragglers its instance is terminated once and the fleet
+// target launches a replacement; the job goes on and the ledger stays whole.
+TEST_F(ControllerTest, AFlaggedStragglerIsReplacedOnce) {
+  SetMarket({Zone("us-east-1a", 0.9, {}), Zone("us-east-1b", 1.2, {})});
+  spec_ = Spec(3, 12);
+  spec_.controller.replace_stragglers = true;
+  cloud::LocalProvider& p = NewProvider(WallNow());
+  Controller c(spec_, Deps(&p, &p));
+  std::atomic<bool> stop{false};
+  std::string flagged;
+  std::thread training([&] {
+    int64_t step = 0;
+    bool replaced = false;
+    while (!stop) {
+      std::this_thread::sleep_for(milliseconds(2));
+      auto job = store_->GetJob(spec_.name);
+      auto live = store_->Instances(spec_.name, true);
+      auto all = store_->Instances(spec_.name, false);
+      if (!job.ok() || !job->has_value() || !live.ok() || !all.ok()) continue;
+      if (IsTerminal((*job)->state)) break;
+      // Rank 0 flags the first instance of the first full gang, for as long as
+      // the training goes on (as a worker keeps listing it), and the training
+      // ends once a gang without it has run a while.
+      if (flagged.empty() && live->size() == kNodes) flagged = live->front().id;
+      replaced = replaced || (all->size() > kNodes && live->size() == kNodes &&
+                              std::none_of(live->begin(), live->end(),
+                                           [&](const auto& r) { return r.id == flagged; }));
+      step = std::min<int64_t>(kTotalSteps, step + (replaced ? 20 : 1));
+      nlohmann::json j = {{"step", step},
+                          {"total_steps", kTotalSteps},
+                          {"world", static_cast<int>(live->size())},
+                          {"generation", 1},
+                          {"done", step >= kTotalSteps}};
+      if (!flagged.empty()) j["stragglers"] = {flagged};
+      std::ofstream(progress_path_ + ".tmp", std::ios::trunc) << j.dump();
+      fs::rename(progress_path_ + ".tmp", progress_path_);
+      if (step >= kTotalSteps) break;
+    }
+  });
+  auto out = RunToEnd(c);
+  stop = true;
+  training.join();
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->state, JobState::kSucceeded) << out->message;
+  ASSERT_FALSE(flagged.empty());
+  auto events = store_->Events(spec_.name);
+  ASSERT_TRUE(events.ok());
+  int straggler_events = 0;
+  for (const EventRecord& e : *events) {
+    if (e.kind != "straggler") continue;
+    ++straggler_events;
+    EXPECT_EQ(e.instance_id, flagged);
+    EXPECT_NE(e.detail.find("flagged by rank 0"), std::string::npos) << e.detail;
+  }
+  EXPECT_EQ(straggler_events, 1) << "replaced once, though still listed";
+  auto all = store_->Instances(spec_.name, false);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), static_cast<size_t>(kNodes + 1)) << "one replacement launched";
+  for (const InstanceRecord& r : *all) {
+    if (r.id == flagged) EXPECT_EQ(r.end_reason, "terminated");
+  }
+  EXPECT_EQ(out->launches, kNodes + 1);
   ExpectLedgerExact();
 }
 

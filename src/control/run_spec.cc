@@ -58,6 +58,7 @@ void ReadRunSpecFields(SpecReader& top, RunSpec* out) {
   c.Double("reconcile_interval_s", &s.controller.reconcile_interval_s, {.min = 0.005, .max = 10});
   c.Double("terminate_grace_s", &s.controller.terminate_grace_s, {.min = 0, .max = 600});
   c.Double("unreachable_after_s", &s.controller.unreachable_after_s, {.min = 1, .max = 3600});
+  c.Bool("replace_stragglers", &s.controller.replace_stragglers);
 }
 
 policy::JobSpec ToPolicyJob(const RunSpec& spec) {

@@ -59,6 +59,10 @@ struct ControllerSpec {
   double terminate_grace_s = 10;       // wall seconds from SIGTERM to SIGKILL
   double unreachable_after_s = 20;     // wall seconds without a worker's heartbeat before
                                        // its instance is replaced
+  // Terminate an instance whose worker rank 0 flags as a straggler (its
+  // progress file's `stragglers`: train.distributed.straggler_factor and
+  // straggler_seconds), so the fleet target launches a replacement.
+  bool replace_stragglers = false;
 };
 
 struct RunSpec {
