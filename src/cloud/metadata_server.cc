@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -135,12 +136,7 @@ class MetadataServerImpl final : public MetadataServer {
 Status MetadataServerImpl::Listen(int port) {
   Route();
   server_->set_socket_options(SetReuseAddressOnly);  // an endpoint must be its own
-  if (port == 0) {
-    port_ = server_->bind_to_any_port(host_);
-    if (port_ < 0) port_ = 0;
-  } else if (server_->bind_to_port(host_, port)) {
-    port_ = port;
-  }
+  port_ = std::max(0, monitor::BindGuardedHttpServer(*server_, host_, port));
   if (port_ <= 0) {
     return UnavailableError(fmt::format("metadata server: cannot bind {}:{}", host_, port));
   }

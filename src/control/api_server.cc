@@ -390,8 +390,7 @@ Status HttpApiServer::Listen(int port) {
         res.set_header("Connection", "close");
         return httplib::Server::HandlerResponse::Handled;
       }));
-  int bound = port == 0 ? server_->bind_to_any_port(host_)
-                        : (server_->bind_to_port(host_, port) ? port : -1);
+  int bound = monitor::BindGuardedHttpServer(*server_, host_, port);
   if (bound <= 0) {
     return UnavailableError(
         fmt::format("API server: cannot listen on {}:{}: {}", host_, port, std::strerror(errno)));

@@ -98,6 +98,14 @@ class GuardedServer final : public httplib::Server {
  public:
   explicit GuardedServer(const HttpGuardOptions& options);
 
+  // cpp-httplib listens with a backlog of 5: a burst of connections while
+  // the accept thread waits for a CPU overflows it, and each dropped SYN
+  // costs its client a second. Listening again only raises the backlog. On
+  // the binding thread, before the accept thread starts (from the accept
+  // thread it would race a stop() that closes the socket, whose number
+  // another open may then reuse).
+  void RaiseBacklog() { ::listen(svr_sock_, kListenBacklog); }
+
   // Accept thread: takes the socket that process_and_close_socket was
   // just handed, or -1.
   static int TakeAccepted() { return std::exchange(t_accepted, -1); }
@@ -234,13 +242,7 @@ class ConnectionThreads final : public httplib::TaskQueue {
 };
 
 GuardedServer::GuardedServer(const HttpGuardOptions& options) : opt_(options) {
-  new_task_queue = [this] {
-    // cpp-httplib listens with a backlog of 5: a burst of connections while
-    // the accept thread waits for a CPU overflows it, and each dropped SYN
-    // costs its client a second. Listening again only raises the backlog.
-    ::listen(svr_sock_, kListenBacklog);
-    return new ConnectionThreads(this);
-  };
+  new_task_queue = [this] { return new ConnectionThreads(this); };
   // Only the accepted sockets' SO_RCVTIMEO/SO_SNDTIMEO come from these: the
   // waits above poll against their own deadlines.
   set_read_timeout(opt_.request_timeout);
@@ -355,6 +357,15 @@ std::unique_ptr<httplib::Server> NewGuardedHttpServer(const HttpGuardOptions& op
     *t = std::max(*t, milliseconds(1));
   }
   return std::make_unique<GuardedServer>(o);
+}
+
+int BindGuardedHttpServer(httplib::Server& server, const std::string& host, int port) {
+  const int bound =
+      port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
+  if (bound > 0) {
+    if (auto* g = dynamic_cast<GuardedServer*>(&server)) g->RaiseBacklog();
+  }
+  return bound;
 }
 
 }  // namespace spot::monitor

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <string>
 
 namespace httplib {
 class Server;
@@ -47,5 +48,11 @@ struct HttpGuardOptions {
 // `options`; a connection serves up to 100 requests). Thread safety as
 // httplib::Server's; handlers run on the connections' threads.
 std::unique_ptr<httplib::Server> NewGuardedHttpServer(const HttpGuardOptions& options);
+
+// Binds `server` (made by NewGuardedHttpServer) to host:port (0: any free
+// port) and raises its listen backlog; the port bound, or -1 (errno says
+// why). Call it instead of bind_to_port/bind_to_any_port, before
+// listen_after_bind.
+int BindGuardedHttpServer(httplib::Server& server, const std::string& host, int port);
 
 }  // namespace spot::monitor

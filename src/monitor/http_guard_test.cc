@@ -24,7 +24,7 @@ class ServerOnLoopback {
   ServerOnLoopback(const HttpGuardOptions& options, httplib::Server::Handler handler)
       : server_(NewGuardedHttpServer(options)) {
     server_->Get("/", std::move(handler));
-    port_ = server_->bind_to_any_port("127.0.0.1");
+    port_ = BindGuardedHttpServer(*server_, "127.0.0.1", 0);
     thread_ = std::thread([this] { server_->listen_after_bind(); });
     while (!server_->is_running()) std::this_thread::sleep_for(milliseconds(1));
   }

@@ -59,8 +59,7 @@ Status MetricsServer::Impl::Listen() {
   server->set_payload_max_length(4096);
   const std::string& host = options.host;
   errno = 0;
-  int bound = options.port == 0 ? server->bind_to_any_port(host)
-                                : (server->bind_to_port(host, options.port) ? options.port : -1);
+  int bound = BindGuardedHttpServer(*server, host, options.port);
   if (bound <= 0) {
     return UnavailableError(fmt::format("metrics server: cannot listen on {}:{}: {}", host,
                                         options.port,
