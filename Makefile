@@ -7,7 +7,7 @@ TSAN_BUILD ?= build-tsan
 # The test programs of the libraries that run threads of their own: the
 # checkpoint saver and replicator, rendezvous and elastic training, the
 # controller and its API server, the HTTP guard and metrics server.
-TSAN_TESTS ?= spot_core_test spot_ckpt_test spot_rdzv_test spot_dist_test spot_control_test spot_monitor_test
+TSAN_TESTS ?= spot_core_test spot_ckpt_test spot_rdzv_test spot_dist_test spot_control_test spot_control_fault_test spot_monitor_test
 CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc)
 # ctest runs two test programs at a time; each keeps its own threads small.
