@@ -1,6 +1,7 @@
 // Registry and the decision rules of the rule-based policies on crafted observations.
 #include <gtest/gtest.h>
 
+#include "core/number_text.h"
 #include "policy/registry.h"
 #include "policy/test_traces.h"
 #include "policy/uniform_progress.h"
@@ -164,7 +165,9 @@ TEST(RegistryTunables, BuiltinGridsStartAtTheDefaults) {
       points *= p.values.size();
       for (const FieldInfo& f : r.Fields(name)) {
         if (f.name == p.name) {
-          EXPECT_EQ(std::stod(f.default_value), std::stod(p.values[0])) << name << "." << f.name;
+          Result<double> dflt = ParseNumber(f.default_value), first = ParseNumber(p.values[0]);
+          ASSERT_TRUE(dflt.ok() && first.ok()) << name << "." << f.name;
+          EXPECT_EQ(*dflt, *first) << name << "." << f.name;
         }
       }
     }
