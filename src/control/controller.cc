@@ -9,28 +9,19 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <set>
 
+#include "control/controller_impl.h"
 #include "core/file_io.h"
 
 namespace spot::control {
 namespace {
 
-using fleet::PoolRef;
 using policy::InstanceKind;
 using policy::Placement;
 
-constexpr double kEps = 1e-9;
-
-PoolRef PoolOf(const InstanceRecord& r) {
-  return r.spot ? PoolRef::Spot(r.zone) : PoolRef::OnDemand(r.zone);
-}
-
-std::string NewInstanceId() {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  return fmt::format("i-0{:016x}", rng());
-}
+using controller_internal::kEps;
+using controller_internal::PoolOf;
 
 }  // namespace
 
@@ -67,149 +58,6 @@ TrainingProgress ParseTrainingProgress(const std::string& text) {
   p.json = text;
   return p;
 }
-
-struct Controller::Impl {
-  RunSpec spec;
-  ControllerDeps d;
-  policy::JobSpec job;
-  double gap_s = 0;
-  double h = 0;                                  // tick length in hours
-  int64_t ticks = 0;                             // of the market the feed knows
-  std::unique_ptr<market::MarketFeed> own_feed;  // the replay, when none was given
-  std::string id;
-  double wall_epoch = 0;
-  double compression = 1;
-  int64_t start_tick = 0;
-  JobState state = JobState::kPending;
-  std::unique_ptr<fleet::FleetModel> model;  // the policy's model of the fleet
-  int64_t last_tick = -1;
-  std::map<std::string, InstanceRecord> instances;  // every instance of the job
-  std::atomic<bool> cancel{false};
-  JobOutcome out;
-  std::FILE* decision_log = nullptr;
-  TrainingProgress progress;
-  int64_t step_at_placement = -1;
-  double billed_usd = 0;  // the ledger's total, kept as rows are written
-  int failures_since_progress = 0;
-  int64_t max_step_seen = 0;
-  std::string last_failure;
-  std::map<std::string, double> unheard_since_wall;  // instance -> first wall time not heard from
-  std::set<std::string> heard_from;                  // instances whose worker sent a heartbeat
-  double last_liveness_check_wall = 0;
-  double last_status_wall = 0;
-  double last_progress_put_wall = 0;
-  double start_wall = 0;
-  double reconcile_us_sum = 0;
-  int64_t reconcile_passes = 0;
-  double latest_s = 0;                 // the job's time never goes back (a wall clock stepped back)
-  int launch_retries = 0;              // launches refused for now, on end
-  double launches_failing_since = -1;  // simulated time of the first of them; -1: none
-  double next_launch_s = 0;            // no launch before (backing off)
-  std::set<std::string> terminate_failing;    // instances whose termination the provider refused
-  int terminate_retries = 0;                  // refusals on end
-  double next_terminate_s = 0;                // no retry of a refused termination before
-  std::set<std::string> replaced_stragglers;  // instances terminated as stragglers
-
-  double WallNow() const { return d.clock->NowUnixS(); }
-  // Simulated now: the wall clock since the job's epoch, never before a time
-  // this process has acted at (an NTP step back must not make a negative
-  // duration or take a launch back in time).
-  double NowS() {
-    latest_s = std::max(latest_s, (WallNow() - wall_epoch) * compression);
-    return latest_s;
-  }
-  double ProgressHours() const {
-    if (progress.fraction >= 0)
-      return std::min(job.compute_hours, job.compute_hours * progress.fraction);
-    if (progress.total_steps <= 0) return 0;
-    return std::min(job.compute_hours, job.compute_hours * static_cast<double>(progress.step) /
-                                           static_cast<double>(progress.total_steps));
-  }
-  // The fleet the model holds, in the decision logs' spelling.
-  std::string HeldName() const {
-    return policy::FleetName(policy::FleetOf(model->instances(), job.nodes), job.nodes);
-  }
-  bool HoldsAny() const { return !policy::FleetOf(model->instances(), job.nodes).empty(); }
-  policy::Observation Observe(int64_t t, int64_t abs, double progress_hours, bool preempted) const {
-    return policy::ObserveFleet(t, job, progress_hours, preempted,
-                                policy::MarketView(d.zones, abs, job.nodes), model->instances(),
-                                model->types());
-  }
-
-  // Runs a store write; one the store refuses for now (Unavailable: a full
-  // disk, a locked file) is tried again, waiting on the clock, until it
-  // succeeds or `store_retry_limit_s` passes. Nothing is dropped and nothing
-  // done twice (each write is one transaction, rolled back when refused);
-  // the fleet runs on meanwhile, as under a controller that was down.
-  template <typename Write>
-  Status Durably(Write&& write) {
-    Status st = write();
-    if (st.ok() || st.code() != StatusCode::kUnavailable) return st;
-    const double since = d.clock->MonotonicS();
-    const double since_s = latest_s;
-    const std::string first(st.message());
-    spdlog::warn("job {}: {}; waiting for the store", id, first);
-    double wait = std::max(spec.controller.reconcile_interval_s, 0.01);
-    while (!st.ok()) {
-      if (st.code() != StatusCode::kUnavailable) return st;
-      const double waited = d.clock->MonotonicS() - since;
-      if (waited >= d.store_retry_limit_s) {
-        return UnavailableError(
-            fmt::format("job {}: the job store refused writes for {:.0f} s; giving up: {}", id,
-                        waited, st.message()));
-      }
-      d.clock->SleepFor(std::min(wait, d.store_retry_limit_s - waited));
-      wait = std::min(2 * wait, std::max(spec.controller.reconcile_interval_s, 5.0));
-      st = write();
-    }
-    const std::string what =
-        fmt::format("writes refused for {:.0f} s: {}", d.clock->MonotonicS() - since, first);
-    spdlog::info("job {}: the store takes writes again ({})", id, what);
-    return Event(since_s, "store-unavailable", "", what);
-  }
-  // The wait in simulated seconds before retry `k` (from 0) of a call the
-  // provider refused for now: one reconcile interval, doubling, at most
-  // `launch_backoff_max_s`.
-  double Backoff(int k) const {
-    return std::min(
-        d.launch_backoff_max_s,
-        std::ldexp(spec.controller.reconcile_interval_s * compression, std::min(k, 30)));
-  }
-  Status Event(double sim_s, const std::string& kind, const std::string& instance,
-               const std::string& detail) {
-    return Durably([&] {
-      return d.store->AppendEvent(id, {.sim_s = sim_s,
-                                       .wall_unix_s = WallNow(),
-                                       .kind = kind,
-                                       .instance_id = instance,
-                                       .detail = detail});
-    });
-  }
-  Status SetState(JobState to, const std::string& message, double sim_s) {
-    if (to == state) return Status::Ok();
-    SPOT_RETURN_IF_ERROR(Durably([&] { return d.store->SetJobState(id, to, message, sim_s); }));
-    spdlog::info("job {}: {} -> {}{}", id, JobStateName(state), JobStateName(to),
-                 message.empty() ? "" : " (" + message + ")");
-    state = to;
-    return Status::Ok();
-  }
-
-  Status Start(const std::string& spec_hash, bool* resumed);
-  Status Resume();
-  Status AdoptInstance(const cloud::InstanceView& v, double* now);
-  Status ReplayDecisions();
-  Status PollProvider(double now);
-  Status ReconcileTick(int64_t t);
-  Status EnsureFleet(double now);
-  Status Launch(const PoolRef& pool, double max_price, double now);
-  Status TerminateInstance(InstanceRecord& r, double now, const std::string& why);
-  Status Bill(double now);
-  Status CheckReachable(double now);
-  Status ReplaceStragglers(double now);
-  Status Finish(JobState to, const std::string& message, double now);
-  void StatusLine(double now);
-  Result<JobOutcome> Loop();
-};
 
 Status Controller::Impl::Start(const std::string& spec_hash, bool* resumed) {
   SPOT_ASSIGN_OR_RETURN(std::optional<JobRecord> rec, d.store->GetJob(id));
@@ -325,56 +173,6 @@ Status Controller::Impl::Resume() {
   return Event(now, "resume", "", fmt::format("{} instances adopted", adopted));
 }
 
-// An instance taken for lost while it runs would run on, billed and
-// unwatched: a provider that refuses for now is asked again (waiting on the
-// clock, the same backoff as launches) for up to `provider_retry_limit_s`.
-Status Controller::Impl::AdoptInstance(const cloud::InstanceView& v, double* now) {
-  const double give_up = d.clock->MonotonicS() + d.provider_retry_limit_s;
-  for (int k = 0;; ++k) {
-    Status st = d.provider->Adopt(v, *now);
-    if (st.code() != StatusCode::kUnavailable) return st;
-    if (d.clock->MonotonicS() >= give_up) {
-      return UnavailableError(fmt::format(
-          "job {}: adopting instance {} after a restart: the provider refused for {:.0f} s ({}); "
-          "start the controller again",
-          id, v.spec.id, d.provider_retry_limit_s, st.message()));
-    }
-    if (k == 0) spdlog::warn("instance {}: adopting it: {}; trying again", v.spec.id, st.message());
-    d.clock->SleepFor(Backoff(k) / compression);
-    *now = NowS();
-  }
-}
-
-// A termination the provider refuses for now (Unavailable: throttled, the
-// API down) leaves the instance running and billed, as the cloud does; the
-// next pass (or Finish) asks again.
-Status Controller::Impl::TerminateInstance(InstanceRecord& r, double now, const std::string& why) {
-  if (r.ended_s) {
-    terminate_failing.erase(r.id);
-    return Status::Ok();
-  }
-  now = std::max(now, r.billed_until_s);
-  if (terminate_failing.count(r.id) && now < next_terminate_s) return Status::Ok();
-  Status st = d.provider->Terminate(r.id, now);
-  if (st.code() == StatusCode::kUnavailable) {
-    // One backoff a round, at most 5 minutes: the fleet is billed meanwhile.
-    if (now >= next_terminate_s) {
-      next_terminate_s = now + std::min(Backoff(terminate_retries++), 300.0);
-    }
-    if (!terminate_failing.insert(r.id).second) return Status::Ok();
-    spdlog::warn("instance {}: terminating it: {}; trying again", r.id, st.message());
-    return Event(now, "terminate-failed", r.id, std::string(st.message()));
-  }
-  if (!st.ok() && st.code() != StatusCode::kNotFound) return st;
-  terminate_failing.erase(r.id);
-  if (terminate_failing.empty()) terminate_retries = 0;
-  SPOT_RETURN_IF_ERROR(Durably([&] { return d.store->EndInstance(r.id, now, "terminated"); }));
-  r.ended_s = now;
-  r.end_reason = "terminated";
-  if (d.on_instance_gone) d.on_instance_gone(r.id);
-  return Event(now, "terminate", r.id, why);
-}
-
 Status Controller::Impl::PollProvider(double now) {
   for (const cloud::ProviderEvent& e : d.provider->Poll(now)) {
     auto it = instances.find(e.instance_id);
@@ -472,150 +270,6 @@ Status Controller::Impl::ReconcileTick(int64_t t) {
     }
   } else if (!HoldsAny() && (state == JobState::kRunning || state == JobState::kPending)) {
     SPOT_RETURN_IF_ERROR(SetState(JobState::kProvisioning, "waiting for capacity", sim_s));
-  }
-  return Status::Ok();
-}
-
-Status Controller::Impl::Launch(const PoolRef& pool, double max_price, double now) {
-  const bool spot = pool.spot();
-  const bool typed = !d.types.empty() && !model->Type(pool).instance_type.empty();
-  InstanceRecord r{
-      .id = NewInstanceId(),
-      .job_id = id,
-      .zone = pool.zone,
-      .zone_name = pool.zone >= 0 ? d.zones[pool.zone]->pool.zone : "on-demand",
-      .instance_type = typed ? model->Type(pool).instance_type : spec.resources.instance_type,
-      .spot = spot,
-      .launched_s = now,
-      .billed_until_s = now};
-  // Recorded before it exists: a controller killed during the launch finds it.
-  SPOT_RETURN_IF_ERROR(Durably([&] { return d.store->PutInstance(r); }));
-  instances[r.id] = r;
-  auto v = d.provider->Launch({.id = r.id,
-                               .zone = r.zone,
-                               .spot = spot,
-                               .zone_name = r.zone_name,
-                               .region = spec.resources.region,
-                               .instance_type = r.instance_type,
-                               .max_price = max_price},
-                              now);
-  InstanceRecord& rec = instances[r.id];
-  if (!v.ok()) {
-    SPOT_RETURN_IF_ERROR(Durably([&] { return d.store->EndInstance(r.id, now, "failed"); }));
-    rec.ended_s = now;
-    rec.end_reason = "failed";
-    last_failure = fmt::format("launching {} in {}: {}", spot ? "spot" : "on-demand", r.zone_name,
-                               v.status().message());
-    if (v.status().code() == StatusCode::kUnavailable) {
-      // No capacity or throttled for now: back off (doubling from one
-      // reconcile interval) rather than spend the failure budget in minutes.
-      if (launches_failing_since < 0) launches_failing_since = now;
-      next_launch_s = now + Backoff(launch_retries++);
-    } else {
-      ++failures_since_progress;
-    }
-    return Event(now, "launch-failed", r.id, std::string(v.status().message()));
-  }
-  launch_retries = 0;
-  launches_failing_since = -1;
-  next_launch_s = 0;
-  rec.provider_data = v->provider_data;
-  SPOT_RETURN_IF_ERROR(Durably([&] { return d.store->PutInstance(rec); }));
-  ++out.launches;
-  return Event(now, "launch", r.id,
-               fmt::format("{} {} {}", spot ? "spot" : "on-demand", r.zone_name, v->provider_data));
-}
-
-// Makes the provider's instances match the model's fleet, pool by pool.
-Status Controller::Impl::EnsureFleet(double now) {
-  std::map<PoolRef, int> want;
-  std::map<PoolRef, double> bid;
-  for (const fleet::Instance& i : model->instances()) {
-    if (i.state == fleet::InstanceState::kPreempted) continue;
-    ++want[i.pool];
-    bid[i.pool] = i.max_price;
-  }
-  for (auto& [iid, r] : instances) {
-    if (r.ended_s) continue;
-    auto it = want.find(PoolOf(r));
-    if (it == want.end() || it->second == 0) {
-      SPOT_RETURN_IF_ERROR(TerminateInstance(r, now, "not in the fleet of " + HeldName()));
-    } else {
-      --it->second;
-    }
-  }
-  if (want.empty()) return Status::Ok();
-  if (failures_since_progress > 3 * job.nodes + 3) {
-    return UnavailableError(fmt::format(
-        "{} instance launches or workers failed without training progress{}",
-        failures_since_progress, last_failure.empty() ? "" : "; the last one: " + last_failure));
-  }
-  if (launches_failing_since >= 0 && now - launches_failing_since >= d.launch_retry_limit_s) {
-    return UnavailableError(fmt::format("launches refused for {:.1f} simulated hours on end; {}",
-                                        (now - launches_failing_since) / 3600, last_failure));
-  }
-  for (const auto& [pool, missing] : want) {
-    for (int k = 0; k < missing && now >= next_launch_s; ++k) {
-      SPOT_RETURN_IF_ERROR(Launch(pool, bid[pool], now));
-    }
-  }
-  return Status::Ok();
-}
-
-// A worker whose process runs but is not heard from (stopped, hung, cut off)
-// holds a billed instance and no share of the work: replace it.
-Status Controller::Impl::CheckReachable(double now) {
-  const double wall = WallNow();
-  if (!d.is_alive || wall - last_liveness_check_wall < 1) return Status::Ok();
-  last_liveness_check_wall = wall;
-  std::map<std::string, bool> process_running;
-  for (const cloud::InstanceView& v : d.provider->List())
-    process_running[v.spec.id] = v.process_running;
-  for (auto& [iid, r] : instances) {
-    // An ended process is the provider's business (exit events), not a silence.
-    if (r.ended_s || r.provider_data.empty() || !process_running[iid]) {
-      unheard_since_wall.erase(iid);
-      continue;
-    }
-    // A worker is judged once it has been heard from (booting takes what it
-    // takes), or when it never is within the startup grace.
-    const double launched_wall = wall_epoch + r.launched_s / compression;
-    if (d.is_alive(iid)) {
-      heard_from.insert(iid);
-      unheard_since_wall.erase(iid);
-      continue;
-    }
-    if (!heard_from.count(iid) && wall - launched_wall < d.startup_grace_s) continue;
-    auto [it, fresh] = unheard_since_wall.emplace(iid, wall);
-    if (fresh || wall - it->second < d.unreachable_after_s) continue;
-    ++failures_since_progress;
-    last_failure =
-        fmt::format("instance {} unreachable: no heartbeat for {:.0f} s", iid, wall - it->second);
-    spdlog::warn("{}; replacing it", last_failure);
-    SPOT_RETURN_IF_ERROR(Event(now, "unreachable", iid, last_failure));
-    SPOT_RETURN_IF_ERROR(TerminateInstance(r, now, "unreachable"));
-    unheard_since_wall.erase(iid);
-  }
-  return Status::Ok();
-}
-
-// A worker the training's rank 0 flags as a straggler (slower than the
-// group's median by the job's factor for its time) holds the whole group back
-// in synchronous training: with controller.replace_stragglers, its instance
-// is terminated (the worker saves and leaves on SIGTERM, as on a notice) and
-// the fleet target launches a replacement. Once per instance.
-Status Controller::Impl::ReplaceStragglers(double now) {
-  if (!spec.controller.replace_stragglers || !progress.known) return Status::Ok();
-  for (const std::string& iid : progress.stragglers) {
-    auto it = instances.find(iid);
-    if (it == instances.end() || it->second.ended_s || !replaced_stragglers.insert(iid).second) {
-      continue;
-    }
-    const std::string why =
-        fmt::format("straggler: flagged by rank 0 of generation {}", progress.generation);
-    spdlog::warn("instance {}: {}; replacing it", iid, why);
-    SPOT_RETURN_IF_ERROR(Event(now, "straggler", iid, why));
-    SPOT_RETURN_IF_ERROR(TerminateInstance(it->second, now, "straggler"));
   }
   return Status::Ok();
 }
