@@ -28,6 +28,19 @@ std::vector<Slice> SplitBatch(Slice batch, const std::vector<double>& weights) {
   std::stable_sort(remainders.begin(), remainders.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   for (size_t i = 0; given < n; ++i, ++given) ++sizes[remainders[i % w].second];
+  // A member keeps at least one sample while the batch has one for each: a
+  // rank given none would measure no throughput, keep its last (low) rate
+  // and never get work again, however fast it became. The sample comes from
+  // the largest slice (the lowest rank of equal ones).
+  if (n >= static_cast<int64_t>(w)) {
+    for (size_t r = 0; r < w; ++r) {
+      if (sizes[r] > 0) continue;
+      size_t donor =
+          static_cast<size_t>(std::max_element(sizes.begin(), sizes.end()) - sizes.begin());
+      --sizes[donor];
+      ++sizes[r];
+    }
+  }
   std::vector<Slice> out(w);
   int64_t at = batch.begin;
   for (size_t r = 0; r < w; ++r) {

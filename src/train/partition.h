@@ -25,7 +25,9 @@ Slice GlobalBatch(int64_t k, int64_t batch_size, int64_t n);
 // Splits `batch` into contiguous slices in rank order, sized in proportion to
 // `weights` (each > 0) by the largest-remainder method; ties go to the lower
 // rank. Equal weights give sizes that differ by at most one, the extras to the
-// first ranks. A slice may be empty when the batch is smaller than the world.
+// first ranks. Every slice holds at least one sample when the batch has one
+// for each rank (a rank of tiny weight takes one from the largest slice); a
+// slice may be empty only when the batch is smaller than the world.
 std::vector<Slice> SplitBatch(Slice batch, const std::vector<double>& weights);
 
 // Weights from measured throughputs (samples/s): unknown (<= 0) entries count

@@ -55,10 +55,30 @@ TEST(PartitionTest, ProportionalToWeightsAndAlwaysComplete) {
     for (int r = 0; r < w; ++r) {
       EXPECT_EQ(parts[r].begin, at);
       at = parts[r].end;
-      EXPECT_LE(std::abs(static_cast<double>(parts[r].size()) - n * weights[r] / total), 1.0);
+      // Within one of proportional, or two for a slice that gave a sample
+      // to a rank that would have had none.
+      EXPECT_LE(std::abs(static_cast<double>(parts[r].size()) - n * weights[r] / total), 2.0);
+      if (n >= w) EXPECT_GE(parts[r].size(), 1);
     }
     EXPECT_EQ(at, n);
   }
+}
+
+TEST(PartitionTest, EveryRankKeepsASampleWhileTheBatchHasOneForEach) {
+  // A rank 1000x slower than the others would get nothing by proportion; it
+  // keeps one sample (from the largest slice), so its throughput is still
+  // measured and it can win work back.
+  std::vector<Slice> s = SplitBatch({0, 32}, {1000.0, 1.0, 1000.0});
+  EXPECT_EQ(s[0].size(), 15);
+  EXPECT_EQ(s[1].size(), 1);
+  EXPECT_EQ(s[2].size(), 16);
+  s = SplitBatch({0, 3}, {1e6, 1.0, 1.0});
+  for (const Slice& x : s) EXPECT_EQ(x.size(), 1);
+  // Fewer samples than ranks: the smallest weights go without.
+  s = SplitBatch({0, 2}, {1.0, 1e-3, 1.0});
+  EXPECT_EQ(s[0].size(), 1);
+  EXPECT_EQ(s[1].size(), 0);
+  EXPECT_EQ(s[2].size(), 1);
 }
 
 TEST(PartitionTest, WeightsFromThroughputFillsUnknownAndIgnoresNoise) {
