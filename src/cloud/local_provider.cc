@@ -33,6 +33,13 @@ Result<LocalInstanceData> DecodeLocalInstanceData(const std::string& text) {
 }
 namespace {
 
+// SIGKILL to an instance's worker and everything it started (its session:
+// the worker is spawned as a session leader), as a machine going away does.
+void KillMachine(int64_t pid) {
+  SignalProcess(pid, SIGKILL);
+  SignalSession(pid, SIGKILL);
+}
+
 namespace fs = std::filesystem;
 
 constexpr double kEps = 1e-9;  // of a tick: a time on a boundary is in the tick it starts
@@ -269,7 +276,8 @@ void LocalProvider::Notice(Instance& inst, double boundary_s, const std::string&
 void LocalProvider::Reclaim(Instance& inst, double now_s) {
   CheckExit(inst, now_s);  // an exit before the reclaim is still reported
   InstanceView& v = inst.view;
-  if (v.process_running) SignalProcess(inst.data.pid, SIGKILL);
+  // The machine goes, with everything that runs on it (the worker's session).
+  if (v.process_running) KillMachine(inst.data.pid);
   End(inst, InstanceState::kPreempted, v.reclaim_s);  // billed up to the boundary
   pending_.push_back({ProviderEvent::Kind::kPreempted, v.spec.id, v.reclaim_s,
                       inst.reclaim_why.empty() ? "spot capacity reclaimed" : inst.reclaim_why});
@@ -375,7 +383,7 @@ std::vector<ProviderEvent> LocalProvider::Poll(double now_s) {
     InstanceView& v = inst.view;
     if (v.state != InstanceState::kRunning && v.process_running && inst.term_sent_wall >= 0 &&
         wall - inst.term_sent_wall > opt_.terminate_grace_wall_s) {
-      SignalProcess(inst.data.pid, SIGKILL);
+      KillMachine(inst.data.pid);
     }
     // An ended instance's local disk goes once its process is gone.
     if (v.state != InstanceState::kRunning && !v.process_running && !inst.local_dir.empty()) {

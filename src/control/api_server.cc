@@ -230,6 +230,7 @@ enum class Route {
   kLedger,
   kDecisions,
   kCancel,
+  kReport,
   kDashboardData,
   kTargets,
   kMetrics,
@@ -284,6 +285,7 @@ std::optional<RouteMatch> MatchPath(std::string_view target) {
   if (p[4] == "ledger") return RouteMatch{Route::kLedger, "GET", p[3]};
   if (p[4] == "decisions") return RouteMatch{Route::kDecisions, "GET", p[3]};
   if (p[4] == "cancel") return RouteMatch{Route::kCancel, "POST", p[3]};
+  if (p[4] == "report") return RouteMatch{Route::kReport, "POST", p[3]};
   if (p[4] == "dashboard") return RouteMatch{Route::kDashboardData, "GET", p[3]};
   return std::nullopt;
 }
@@ -311,12 +313,13 @@ class HttpApiServer final : public ApiServer {
  public:
   HttpApiServer(JobStore* store, std::string host, std::string token,
                 std::function<Status(const std::string&)> cancel, ApiPages pages,
-                const monitor::HttpGuardOptions& http)
+                ReportHandler report, const monitor::HttpGuardOptions& http)
       : store_(store),
         host_(std::move(host)),
         token_(std::move(token)),
         cancel_(std::move(cancel)),
         pages_(std::move(pages)),
+        report_(std::move(report)),
         server_(monitor::NewGuardedHttpServer(http)) {}
   ~HttpApiServer() override {
     server_->stop();
@@ -349,6 +352,7 @@ class HttpApiServer final : public ApiServer {
   }
   void GetJobs(httplib::Response& res);
   void GetJob(const JobRecord& job, httplib::Response& res);
+  void Report(const JobRecord& job, const httplib::Request& req, httplib::Response& res);
   void Cancel(const JobRecord& job, httplib::Response& res);
   void ServePages(const RouteMatch& m, httplib::Response& res);
   void ServeJobPage(Route route, const JobRecord& job, httplib::Response& res);
@@ -358,6 +362,7 @@ class HttpApiServer final : public ApiServer {
   const std::string token_;
   const std::function<Status(const std::string&)> cancel_;
   const ApiPages pages_;
+  const ReportHandler report_;
   const std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   int port_ = 0;
@@ -441,7 +446,7 @@ void HttpApiServer::Dispatch(const RouteMatch& m, const httplib::Request& req,
   }
   // Authorization comes before the lookup, so that callers without the token
   // cannot probe which jobs exist.
-  if (m.route == Route::kCancel && !Authorized(req, res)) return;
+  if ((m.route == Route::kCancel || m.route == Route::kReport) && !Authorized(req, res)) return;
   std::optional<JobRecord> job = FindJob(m.job, res);
   if (!job) return;
   switch (m.route) {
@@ -464,6 +469,8 @@ void HttpApiServer::Dispatch(const RouteMatch& m, const httplib::Request& req,
     }
     case Route::kCancel:
       return Cancel(*job, res);
+    case Route::kReport:
+      return Report(*job, req, res);
     case Route::kDashboardData:
     case Route::kPage:
       return ServeJobPage(m.route, *job, res);
@@ -575,6 +582,18 @@ void HttpApiServer::ServeJobPage(Route route, const JobRecord& job, httplib::Res
   res.set_content(*data, "application/json");
 }
 
+void HttpApiServer::Report(const JobRecord& job, const httplib::Request& req,
+                           httplib::Response& res) {
+  if (!report_) return ReplyError(res, 503, "this controller takes no reports");
+  if (IsTerminal(job.state)) {
+    return ReplyError(res, 409,
+                      fmt::format("job {} already ended ({})", job.id, JobStateName(job.state)));
+  }
+  Status s = report_(job.id, req.body);
+  if (!s.ok()) return ReplyError(res, HttpCodeFor(s), std::string(s.message()));
+  Reply(res, 200, json{{"ok", true}});
+}
+
 void HttpApiServer::Cancel(const JobRecord& job, httplib::Response& res) {
   if (IsTerminal(job.state)) {
     return ReplyError(res, 409,
@@ -615,8 +634,9 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(
     return InvalidArgumentError(fmt::format("API server: port {} out of range", options.port));
   }
   SPOT_ASSIGN_OR_RETURN(std::string token, LoadOrCreateToken(options.token_path));
-  auto server = std::make_unique<HttpApiServer>(store, options.host, std::move(token),
-                                                std::move(cancel), options.pages, options.http);
+  auto server =
+      std::make_unique<HttpApiServer>(store, options.host, std::move(token), std::move(cancel),
+                                      options.pages, options.report, options.http);
   SPOT_RETURN_IF_ERROR(server->Listen(options.port));
   return std::unique_ptr<ApiServer>(std::move(server));
 }

@@ -18,6 +18,9 @@
 //   POST /api/v1/jobs/ID/cancel          -> 202 {"id":..,"state":"CANCELLED"} (the
 //                                           controller stops the fleet); 409 when
 //                                           the job already ended
+//   POST /api/v1/jobs/ID/report          -> 200 {"ok":true}: a command workload's
+//                                           progress (spottrain.report), 400 for a
+//                                           body that is not a report; 409 ended
 // Mutating calls need "Authorization: Bearer TOKEN" with the token from the
 // token file: 401 with WWW-Authenticate: Bearer without it, 403 with a wrong
 // one. Unknown job: 404; unknown path: 404; wrong method: 405. Errors are
@@ -44,6 +47,9 @@ struct ApiPages {
   std::function<std::string(const std::string& job_id)> dashboard_html;
 };
 
+// Takes a report's body (JSON) for a job; InvalidArgument becomes 400.
+using ReportHandler = std::function<Status(const std::string& job_id, const std::string& body)>;
+
 struct ApiOptions {
   std::string host = "127.0.0.1";  // refused unless a loopback address
   int port = 0;                    // 0: any free port
@@ -51,6 +57,7 @@ struct ApiOptions {
   // read when present (so a restarted controller keeps its token).
   std::string token_path;
   ApiPages pages;
+  ReportHandler report;  // unset: reports are answered 503
   // Connection cap and timeouts against slow or idle clients (monitor/http_guard.h):
   // healthz answers while others hold connections.
   monitor::HttpGuardOptions http;

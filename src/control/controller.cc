@@ -137,6 +137,11 @@ Status Controller::Impl::Resume() {
       noticed[e.instance_id] = e.sim_s;
       ++out.notices;
     }
+    // A command workload's program: what it did under the earlier controller.
+    if (e.kind == "program-failed" || e.kind == "program-silent") ++out.program_failures;
+    if (e.kind == "program-recover") ++out.program_recoveries;
+    if (e.kind == "program-finished") program_finished = true;
+    if (e.kind == "killed-at-reclaim") ++out.killed_at_reclaim;
   }
   int adopted = 0;
   for (InstanceRecord& r : all) {
@@ -192,6 +197,14 @@ Status Controller::Impl::PollProvider(double now) {
       case cloud::ProviderEvent::Kind::kPreempted: {
         if (r.ended_s) break;  // already terminated by us
         const double at = std::max(e.sim_s, r.billed_until_s);
+        for (const cloud::InstanceView& v : d.provider->List()) {
+          if (v.spec.id != r.id || !v.process_running) continue;
+          // Its program had not stopped by the reclaim (a notice ignored, a
+          // save too slow): the machine took it down.
+          ++out.killed_at_reclaim;
+          SPOT_RETURN_IF_ERROR(Event(at, "killed-at-reclaim", r.id,
+                                     "the worker still ran when the instance was reclaimed"));
+        }
         SPOT_RETURN_IF_ERROR(Durably([&] { return d.store->EndInstance(r.id, at, "preempted"); }));
         r.ended_s = at;
         r.end_reason = "preempted";
@@ -213,6 +226,10 @@ Status Controller::Impl::PollProvider(double now) {
         SPOT_RETURN_IF_ERROR(Event(e.sim_s, "exit", r.id, e.detail));
         if (d.on_instance_gone) d.on_instance_gone(r.id);
         if (r.ended_s || notice >= 0 || (code == 0 && progress.done)) break;
+        if (spec.command.enabled()) {
+          SPOT_RETURN_IF_ERROR(ProgramExited(r, code, e));
+          break;
+        }
         // Neither a notice nor the end of training: the worker failed. Give
         // the instance back; the next pass launches a replacement.
         ++failures_since_progress;
@@ -370,7 +387,12 @@ Result<JobOutcome> Controller::Impl::Loop() {
       max_step_seen = std::max(max_step_seen, p.step);
       progress = p;
     }
+    if (program_finished) progress.done = true;
     SPOT_RETURN_IF_ERROR(PollProvider(now));
+    if (!program_failed.empty()) {
+      SPOT_RETURN_IF_ERROR(Finish(JobState::kFailed, program_failed, now));
+      break;
+    }
     if (cancel.load()) {
       SPOT_RETURN_IF_ERROR(Finish(JobState::kCancelled, "cancelled through the API", now));
       break;
@@ -390,6 +412,7 @@ Result<JobOutcome> Controller::Impl::Loop() {
     while (last_tick < tick) SPOT_RETURN_IF_ERROR(ReconcileTick(++last_tick));
     SPOT_RETURN_IF_ERROR(CheckReachable(now));
     SPOT_RETURN_IF_ERROR(ReplaceStragglers(now));
+    SPOT_RETURN_IF_ERROR(CheckSilence(now));
     if (Status st = EnsureFleet(now); !st.ok()) {
       SPOT_RETURN_IF_ERROR(Finish(JobState::kFailed, std::string(st.message()), now));
       break;

@@ -86,6 +86,9 @@ struct ControllerDeps {
   std::function<bool(const std::string& instance_id)> is_alive;
   double unreachable_after_s = 20;
   double startup_grace_s = 120;
+  // Wall time (unix s) of a command workload's last report (its silence is
+  // measured from the later of it and the newest launch); unset: none.
+  std::function<double()> last_report_unix_s;
   // The last error an instance's worker reported (its log), for messages.
   std::function<std::string(const std::string& instance_id)> last_error;
   // Called about every `status_interval_s` of wall time with a one-line status.
@@ -126,7 +129,11 @@ struct JobOutcome {
   int notices = 0;          // interruption notices given
   int launches = 0;
   int decisions = 0;
-  bool resumed = false;          // this process took over an existing job
+  bool resumed = false;  // this process took over an existing job
+  // A command workload's program (RunSpec::command):
+  int program_failures = 0;      // non-zero exits (and silences) counted against max_restarts
+  int program_recoveries = 0;    // exits with a recover_on_exit_codes code
+  int killed_at_reclaim = 0;     // instances whose program still ran when reclaimed
   double reconcile_us_mean = 0;  // controller time per reconcile pass
   double reconcile_us_max = 0;
 };

@@ -218,4 +218,70 @@ Status Controller::Impl::ReplaceStragglers(double now) {
   return Status::Ok();
 }
 
+void Controller::Impl::CountProgramFailure(const std::string& what) {
+  ++out.program_failures;
+  const int64_t allowed = spec.command.max_restarts_on_errors;
+  if (out.program_failures > allowed && program_failed.empty()) {
+    program_failed = fmt::format(
+        "the program failed: {} (failure {}; job_recovery.max_restarts_on_errors is {}){}", what,
+        out.program_failures, allowed,
+        last_failure.empty() ? "" : "; its last error: " + last_failure);
+  }
+}
+
+// A command workload's program ended on its own (no notice, no termination of
+// ours). 0: the training finished (a program that never reports says so by
+// ending). A recover_on_exit_codes code: the instance is replaced and the
+// program resumes elsewhere, not counted against the restarts. Anything else
+// is a failure: replaced while job_recovery.max_restarts_on_errors allows,
+// the job's end after that.
+Status Controller::Impl::ProgramExited(InstanceRecord& r, int code, const cloud::ProviderEvent& e) {
+  if (code == 0) {
+    program_finished = true;
+    progress.done = true;
+    spdlog::info("instance {}: the program finished", r.id);
+    return Event(e.sim_s, "program-finished", r.id, e.detail);
+  }
+  const auto& recover = spec.command.recover_on_exit_codes;
+  if (code > 0 && std::find(recover.begin(), recover.end(), code) != recover.end()) {
+    ++out.program_recoveries;
+    // A recovery that never gets anywhere still ends (as a worker failing
+    // without progress does).
+    ++failures_since_progress;
+    const std::string why = fmt::format("program {} (recover_on_exit_codes)", e.detail);
+    spdlog::warn("instance {}: {}; recovering on a new instance", r.id, why);
+    SPOT_RETURN_IF_ERROR(Event(e.sim_s, "program-recover", r.id, why));
+    return TerminateInstance(r, e.sim_s, why);
+  }
+  if (d.last_error) last_failure = d.last_error(r.id);
+  const std::string why = fmt::format("program {} on instance {}", e.detail, r.id);
+  SPOT_RETURN_IF_ERROR(Event(e.sim_s, "program-failed", r.id, why));
+  CountProgramFailure(why);
+  if (program_failed.empty()) spdlog::warn("{}; restarting it on a new instance", why);
+  return TerminateInstance(r, e.sim_s, "program " + e.detail);
+}
+
+// A command workload whose program has not reported for silence_seconds
+// (since the later of its last report and the newest launch) is hung: the
+// fleet is replaced, as a failure of the program.
+Status Controller::Impl::CheckSilence(double now) {
+  const double limit = spec.command.silence_seconds;
+  if (limit <= 0 || !spec.command.enabled() || state != JobState::kRunning) return Status::Ok();
+  double since = d.last_report_unix_s ? d.last_report_unix_s() : 0;
+  std::vector<InstanceRecord*> live;
+  for (auto& [iid, r] : instances) {
+    if (r.ended_s || r.provider_data.empty()) continue;
+    live.push_back(&r);
+    since = std::max(since, wall_epoch + r.launched_s / compression);
+  }
+  const double wall = WallNow();
+  if (live.empty() || wall - since < limit) return Status::Ok();
+  const std::string why = fmt::format("the program sent no report for {:.0f} s", wall - since);
+  spdlog::warn("job {}: {}; replacing its instances", id, why);
+  SPOT_RETURN_IF_ERROR(Event(now, "program-silent", "", why));
+  CountProgramFailure(why);
+  for (InstanceRecord* r : live) SPOT_RETURN_IF_ERROR(TerminateInstance(*r, now, "silent"));
+  return Status::Ok();
+}
+
 }  // namespace spot::control

@@ -70,6 +70,8 @@ struct Controller::Impl {
   int terminate_retries = 0;                  // refusals on end
   double next_terminate_s = 0;                // no retry of a refused termination before
   std::set<std::string> replaced_stragglers;  // instances terminated as stragglers
+  bool program_finished = false;              // a command workload's program exited 0 (not stopped)
+  std::string program_failed;                 // why the job fails: its program's failures ran out
 
   double WallNow() const { return d.clock->NowUnixS(); }
   // Simulated now: the wall clock since the job's epoch, never before a time
@@ -167,6 +169,13 @@ struct Controller::Impl {
   Status Bill(double now);
   Status CheckReachable(double now);
   Status ReplaceStragglers(double now);
+  // A command workload's program ended on `r` without a notice or a
+  // termination of ours: finished (0), to recover, or failed.
+  Status ProgramExited(InstanceRecord& r, int code, const cloud::ProviderEvent& e);
+  // Replaces the fleet of a command workload silent for silence_seconds.
+  Status CheckSilence(double now);
+  // One more failure of the program; past max_restarts_on_errors the job fails.
+  void CountProgramFailure(const std::string& what);
   Status Finish(JobState to, const std::string& message, double now);
   void StatusLine(double now);
   Result<JobOutcome> Loop();

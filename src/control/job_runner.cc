@@ -13,6 +13,7 @@
 #include "cloud/provider_registry.h"
 #include "control/api_server.h"
 #include "control/job_monitor.h"
+#include "control/worker_report.h"
 #include "core/file_io.h"
 #include "core/job_files.h"
 #include "core/logging.h"
@@ -89,6 +90,7 @@ struct JobRunner::Impl {
   std::unique_ptr<JobMonitor> monitor;
   std::unique_ptr<Controller> controller;
   std::unique_ptr<ApiServer> api;
+  std::unique_ptr<ReportSink> reports;  // a command workload's reports
 
   Result<double> PrepareRecords();
   Status MakeProvider(double epoch, double compression);
@@ -131,7 +133,10 @@ Status JobRunner::Impl::MakeProvider(double epoch, double compression) {
              if (port.ok()) {
                (void)s->PutValue(o.spec.name, MetricsPortKey(spec.id), std::to_string(*port));
              }
-             return o.worker_command(spec, local_dir, port.ok() ? *port : 0);
+             return o.worker_command({.spec = spec,
+                                      .local_dir = local_dir,
+                                      .metrics_port = port.ok() ? *port : 0,
+                                      .api_url = api ? api->url() : ""});
            },
        .metadata_flavor = o.spec.market.metadata,
        .clock = o.clock});
@@ -160,6 +165,7 @@ Status JobRunner::Impl::MakeController(double epoch) {
                      .on_instance_gone = o.on_instance_gone,
                      .is_alive = o.is_alive,
                      .unreachable_after_s = o.spec.controller.unreachable_after_s,
+                     .last_report_unix_s = [r = reports.get()] { return r->last_report_unix_s(); },
                      .last_error =
                          [instances_dir](const std::string& id) {
                            return LastErrorLine((fs::path(instances_dir) / (id + ".log")).string());
@@ -167,6 +173,7 @@ Status JobRunner::Impl::MakeController(double epoch) {
                      .status_line = [](const std::string& line) { spdlog::info("{}", line); },
                      .status_interval_s = o.status_interval_s,
                      .on_reconcile = [m](double seconds) { m->ObserveReconcile(seconds); }});
+
   return Status::Ok();
 }
 
@@ -174,14 +181,22 @@ Status JobRunner::Impl::StartApi() {
   const std::string name = o.spec.name;
   Controller* c = controller.get();
   SPOT_ASSIGN_OR_RETURN(
-      api, ApiServer::Start(store.get(),
-                            {.port = static_cast<int>(o.spec.controller.api_port),
-                             .token_path = (fs::path(o.state_dir) / "api.token").string(),
-                             .pages = MonitorPages(*monitor)},
-                            [c, name](const std::string& id) {
-                              return id == name ? c->RequestCancel()
-                                                : NotFoundError("this controller runs job " + name);
-                            }));
+      api,
+      ApiServer::Start(store.get(),
+                       {.port = static_cast<int>(o.spec.controller.api_port),
+                        .token_path = (fs::path(o.state_dir) / "api.token").string(),
+                        .pages = MonitorPages(*monitor),
+                        .report =
+                            [this](const std::string& job, const std::string& body) {
+                              if (job != o.spec.name) {
+                                return NotFoundError("this controller runs job " + o.spec.name);
+                              }
+                              return reports->Take(body);
+                            }},
+                       [c, name](const std::string& id) {
+                         return id == name ? c->RequestCancel()
+                                           : NotFoundError("this controller runs job " + name);
+                       }));
   return Status::Ok();
 }
 
@@ -230,6 +245,7 @@ Result<JobOutcome> JobRunner::Run() {
                                                      .epochs = m.o.epochs,
                                                      .tensorboard_dir = m.files.tensorboard(),
                                                      .clock = m.o.clock});
+  m.reports = std::make_unique<ReportSink>(m.o.spec.name, m.files, m.o.clock);
   SPOT_RETURN_IF_ERROR(m.MakeController(epoch));
   SPOT_RETURN_IF_ERROR(m.StartApi());
   m.LogStart();

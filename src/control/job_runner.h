@@ -23,6 +23,14 @@
 
 namespace spot::control {
 
+// What a worker's command line is made from.
+struct WorkerLaunch {
+  cloud::InstanceSpec spec;  // the instance
+  std::string local_dir;     // its local disk
+  int metrics_port = 0;      // the port it serves /metrics on (0: none could be had)
+  std::string api_url;       // the controller's API ("http://127.0.0.1:PORT")
+};
+
 struct JobRunnerOptions {
   RunSpec spec;           // the job file's, validated (see ValidateJob)
   std::string spec_hash;  // of the job file (a store of another file's job is refused)
@@ -33,11 +41,8 @@ struct JobRunnerOptions {
   int64_t epochs = 0;                       // of the training, for the monitor
   std::string decision_log_path;            // "" = <job dir>/decisions.jsonl
   double status_interval_s = 5;             // between status lines in the log
-  // The command line of instance `s`'s worker, with its local disk and the
-  // port it serves /metrics on (0: none could be had).
-  std::function<std::vector<std::string>(const cloud::InstanceSpec& s, const std::string& local_dir,
-                                         int metrics_port)>
-      worker_command;
+  // The command line of an instance's worker (see WorkerLaunch).
+  std::function<std::vector<std::string>(const WorkerLaunch& launch)> worker_command;
   // The rendezvous: whether an instance's worker is heard from, and that an
   // instance has gone (so the next generation forms without it).
   std::function<bool(const std::string& instance_id)> is_alive;

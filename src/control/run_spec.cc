@@ -1,6 +1,88 @@
 #include "control/run_spec.h"
 
+#include <signal.h>
+
+#include <cctype>
+
+#include "core/number_text.h"
+
 namespace spot::control {
+
+int NoticeSignalNumber(const std::string& name) {
+  static const std::pair<const char*, int> kSignals[] = {
+      {"SIGTERM", SIGTERM}, {"SIGINT", SIGINT}, {"SIGUSR1", SIGUSR1},
+      {"SIGUSR2", SIGUSR2}, {"SIGHUP", SIGHUP}, {"SIGQUIT", SIGQUIT}};
+  for (const auto& [n, v] : kSignals) {
+    if (name == n) return v;
+  }
+  return 0;
+}
+
+namespace {
+
+// The command workload's fields: `run`, `setup`, `workdir`, `envs`,
+// `output_dir`, `checkpoint_dir` at the top, `resources.nproc_per_node`, and
+// the `job_recovery` section.
+void ReadCommandFields(SpecReader& top, SpecReader& resources, RunSpec* s) {
+  CommandSpec& c = s->command;
+  top.String("run", &c.run);
+  if (top.Has("run") && c.run.find_first_not_of(" \t\n") == std::string::npos) {
+    top.AddError("run", "must be a command line (got an empty one)");
+  }
+  top.String("setup", &c.setup);
+  top.String("workdir", &c.workdir);
+  top.String("output_dir", &c.output_dir);
+  top.String("checkpoint_dir", &c.checkpoint_dir);
+  SpecReader& envs = top.Section("envs");
+  for (const std::string& key : envs.Keys()) {
+    const bool valid_name =
+        !key.empty() && !std::isdigit(static_cast<unsigned char>(key[0])) &&
+        key.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
+            std::string::npos;
+    std::string value;
+    envs.String(key, &value, /*required=*/true);
+    if (!valid_name) {
+      envs.AddError(key, "is not an environment variable name (letters, digits, '_')");
+    } else if (key.rfind("SPOT_", 0) == 0) {
+      envs.AddError(key, "SPOT_ variables are set by SpotTrain itself");
+    }
+    c.envs.emplace_back(key, value);
+  }
+  resources.Int("nproc_per_node", &c.nproc_per_node, {.min = 1, .max = 64});
+  SpecReader& r = top.Section("job_recovery");
+  r.Int("max_restarts_on_errors", &c.max_restarts_on_errors, {.min = 0, .max = 1000});
+  std::vector<std::string> codes;
+  r.StringList("recover_on_exit_codes", &codes);
+  for (const std::string& text : codes) {
+    auto code = ParseInteger(text);
+    if (!code.ok() || *code < 1 || *code > 255) {
+      r.AddError("recover_on_exit_codes",
+                 "each must be an exit code in [1, 255] (got '" + text + "')");
+      continue;
+    }
+    c.recover_on_exit_codes.push_back(*code);
+  }
+  r.String("notice_signal", &c.notice_signal);
+  if (NoticeSignalNumber(c.notice_signal) == 0) {
+    r.AddError("notice_signal",
+               "must be one of SIGTERM, SIGINT, SIGUSR1, SIGUSR2, SIGHUP, SIGQUIT (got '" +
+                   c.notice_signal + "')");
+  }
+  r.Double("silence_seconds", &c.silence_seconds, {.min = 0, .max = 86400});
+  // The command's fields mean nothing without a command.
+  if (!c.enabled()) {
+    for (const char* key : {"setup", "workdir", "envs", "checkpoint_dir", "job_recovery"}) {
+      if (top.Has(key))
+        top.AddError(key, "belongs to a command workload (`run:`), which this job is not");
+    }
+    if (resources.Has("nproc_per_node")) {
+      resources.AddError("nproc_per_node",
+                         "belongs to a command workload (`run:`), which this job is not");
+    }
+  }
+}
+
+}  // namespace
 
 void ReadRunSpecFields(SpecReader& top, RunSpec* out) {
   RunSpec& s = *out;
@@ -33,6 +115,8 @@ void ReadRunSpecFields(SpecReader& top, RunSpec* out) {
   if (s.resources.min_nodes > s.resources.nodes) {
     r.AddError("min_nodes", "must be <= nodes (" + std::to_string(s.resources.nodes) + ")");
   }
+
+  ReadCommandFields(top, r, &s);
 
   SpecReader& m = top.Section("market");
   m.StringList("traces", &s.market.traces);

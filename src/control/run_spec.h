@@ -65,6 +65,38 @@ struct ControllerSpec {
   bool replace_stragglers = false;
 };
 
+// A command workload (docs/job-spec.md, "Command workloads"): instead of a
+// `train:` section the job names a program to run on every instance, as
+// SkyPilot's task YAML does (`run`, `setup`, `workdir`, `envs`). The agent
+// on each instance (`spot agent`) starts `nproc_per_node` copies of it with
+// torchrun's variables and SpotTrain's, signals it on a notice, and restarts
+// the ranks when the gang changes.
+struct CommandSpec {
+  std::string run;      // the program, a shell command line (sh -c); "" = a `train:` job
+  std::string setup;    // run once per instance before `run` ("" = none)
+  std::string workdir;  // where both run; relative to where `spot run` starts (default: there)
+  std::vector<std::pair<std::string, std::string>> envs;  // added to the program's environment
+  std::string output_dir;  // the job's directory (default runs/<name>)
+  // Where the program saves and finds its checkpoints (SPOT_CHECKPOINT_DIR);
+  // default <output_dir>/checkpoints.
+  std::string checkpoint_dir;
+  int64_t nproc_per_node = 1;             // ranks per instance (resources.nproc_per_node)
+  std::string notice_signal = "SIGTERM";  // sent to the program at a notice
+  // Exit codes that mean "recover on a new instance" (not counted as errors).
+  std::vector<int64_t> recover_on_exit_codes;
+  // Restarts allowed after the program fails (any other non-zero exit);
+  // one more failure fails the job.
+  int64_t max_restarts_on_errors = 0;
+  // Wall seconds without a report (spottrain.report) after which a running
+  // program counts as hung: its instances are replaced, as a failure; 0 = off.
+  double silence_seconds = 0;
+  bool enabled() const { return !run.empty(); }
+};
+
+// Signal numbers by name: SIGTERM, SIGINT, SIGUSR1, SIGUSR2, SIGHUP, SIGQUIT
+// (the signals a program can catch to save); 0 for any other name.
+int NoticeSignalNumber(const std::string& name);
+
 struct RunSpec {
   std::string source;  // the file
   std::string name;    // the job's name (train.name is set to it): one path component
@@ -80,9 +112,12 @@ struct RunSpec {
   ResourcesSpec resources;
   MarketSpec market;
   ControllerSpec controller;
+  CommandSpec command;  // enabled(): a command workload, no `train:` section
 };
 
-// Reads every section but `train:` from `top`; errors go to the reader.
+// Reads every section but `train:` from `top`; errors go to the reader. The
+// command workload's fields are read too (`run:` and the rest); whether a
+// `train:` section must come with the job is the caller's to say.
 void ReadRunSpecFields(SpecReader& top, RunSpec* out);
 
 // The policy's view of the job.

@@ -12,10 +12,12 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <memory>
+#include <sstream>
 
 #include "core/clock.h"
 
@@ -43,6 +45,8 @@ struct ChildPlan {
   ProcessGroup group = ProcessGroup::kNewSession;
   int death_signal = 0;
   pid_t parent = 0;
+  std::string cwd;         // "" = ours
+  std::string cwd_failed;  // "spawn: cannot enter DIR: "
 };
 
 std::vector<std::string> ChildEnv(const SpawnOptions& o) {
@@ -89,6 +93,8 @@ std::unique_ptr<ChildPlan> Plan(const SpawnOptions& o) {
   p->group = o.group;
   p->death_signal = o.parent_death_signal;
   p->parent = ::getpid();
+  p->cwd = o.cwd;
+  p->cwd_failed = "spawn: cannot enter " + o.cwd + ": ";
   return p;
 }
 
@@ -147,6 +153,7 @@ const char* ErrnoName(int err) {
     ::dup2(fd, i);
     if (fd > 2) ::close(fd);
   }
+  if (!p.cwd.empty() && ::chdir(p.cwd.c_str()) != 0) Fail(p.cwd_failed, errno);
   ::execve(p.program.c_str(), p.argv.data(), p.envp.data());
   Fail(p.exec_failed, errno);
 }
@@ -267,6 +274,29 @@ bool ProcessMatches(int64_t pid, std::string_view needle) {
 
 void SignalProcess(int64_t pid, int sig) {
   if (pid > 0) ::kill(static_cast<pid_t>(pid), sig);
+}
+
+int SignalSession(int64_t sid, int sig) {
+  if (sid <= 0) return 0;
+  int signalled = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    // "pid (comm) state ppid pgrp session ...": comm may hold spaces and ')'.
+    size_t close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(text.substr(close + 1));
+    std::string state;
+    int64_t ppid = 0, pgrp = 0, session = 0;
+    if (!(rest >> state >> ppid >> pgrp >> session) || session != sid) continue;
+    int64_t pid = 0;
+    for (char c : name) pid = pid * 10 + (c - '0');
+    if (::kill(static_cast<pid_t>(pid), sig) == 0) ++signalled;
+  }
+  return signalled;
 }
 
 std::string DescribeExit(const ProcessStatus& status) {

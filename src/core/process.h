@@ -85,6 +85,9 @@ struct SpawnOptions {
   // that called Spawn() exits or our process dies (spawn from a thread that
   // outlives the child, e.g. main). 0 = none (the child may outlive us).
   int parent_death_signal = 0;
+  // The child's working directory ("" = ours); one it cannot enter is told
+  // on its stderr and ends it with code 127, as an unexecutable program does.
+  std::string cwd;
 };
 
 // Starts the child and returns its pid once it has exec'd the program (its
@@ -128,6 +131,11 @@ bool ProcessMatches(int64_t pid, std::string_view needle);
 // Sends `sig` to `pid` (no error when the process is already gone; pid <= 0
 // is ignored, never a process group).
 void SignalProcess(int64_t pid, int sig);
+
+// Sends `sig` to every process of session `sid` (a child spawned with
+// kNewSession is its session's id), whatever process groups they made: what
+// a machine going away does to what runs on it. Returns how many it reached.
+int SignalSession(int64_t sid, int sig);
 
 // "running", "exited with code 3", "killed by signal 9 (Killed)".
 std::string DescribeExit(const ProcessStatus& status);

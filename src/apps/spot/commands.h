@@ -50,6 +50,21 @@ struct WorkerArgs {
 };
 
 CLI::App* AddWorkerCommand(CLI::App& app, WorkerArgs* args);
+
+// `spot agent AGENT.json`: a command workload's program on one instance
+// (agent_command.cc), started by `spot run` for a job with `run:`.
+struct AgentArgs {
+  std::string spec_path;
+  std::string rendezvous;
+  std::string id;
+  std::string local_dir;
+  std::string controller_url;
+  std::string watch = "auto";
+  double notice_poll_s = 1;
+};
+
+CLI::App* AddAgentCommand(CLI::App& app, AgentArgs* args);
+int RunAgentCommand(const AgentArgs& args);
 int RunWorkerCommand(const WorkerArgs& args);
 
 // `spot profile RUN`: the run's step profiles as one Chrome trace, and a

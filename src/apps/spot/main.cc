@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   CLI::App* train = spot::cli::AddTrainCommand(app, &train_args);
   spot::cli::WorkerArgs worker_args;
   CLI::App* worker = spot::cli::AddWorkerCommand(app, &worker_args);
+  spot::cli::AgentArgs agent_args;
+  CLI::App* agent = spot::cli::AddAgentCommand(app, &agent_args);
   spot::cli::RendezvousArgs rdzv_args;
   CLI::App* rdzv = spot::cli::AddRendezvousCommand(app, &rdzv_args);
   spot::cli::RunArgs run_args;
@@ -59,6 +61,7 @@ int main(int argc, char** argv) {
                                 : spot::cli::RunTrain(train_args);
   }
   if (worker->parsed()) return spot::cli::RunWorkerCommand(worker_args);
+  if (agent->parsed()) return spot::cli::RunAgentCommand(agent_args);
   if (rdzv->parsed()) return spot::cli::RunRendezvous(rdzv_args);
   if (run->parsed()) return spot::cli::RunRunCommand(run_args);
   if (monitor->parsed()) return spot::cli::RunMonitorCommand(monitor_args);

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "apps/spot/agent_spec.h"
 #include "apps/spot/commands.h"
 #include "apps/spot/exit_code.h"
 #include "apps/spot/run_job.h"
@@ -52,11 +53,25 @@ Result<LoadedJob> LoadJob(const std::string& path) {
   SPOT_ASSIGN_OR_RETURN(SpecReader top, SpecReader::FromString(*text, path));
   LoadedJob j;
   control::ReadRunSpecFields(top, &j.run);
-  train::ReadTrainSpecFields(top.Section("train", /*required=*/true), &j.train);
+  // A job trains with SpotTrain's trainer (`train:`) or runs a program (`run:`).
+  const bool command = j.run.command.enabled();
+  if (command && top.Has("train")) {
+    top.AddError("train", "a job has either `train:` (SpotTrain's trainer) or `run:` (a program)");
+  } else if (!command) {
+    if (!top.Has("train") && !top.Has("run")) {
+      top.AddError("train", "required section is missing (or give a program to run with `run:`)");
+    } else {
+      train::ReadTrainSpecFields(top.Section("train", /*required=*/true), &j.train);
+    }
+  }
   SPOT_RETURN_IF_ERROR(top.Finish());
-  YAML::Node root = YAML::Load(*text);
-  j.train_node = YAML::Clone(root["train"]);
-  j.job_dir = j.train_node["output_dir"] ? j.train.output_dir : "runs/" + j.run.name;
+  if (command) {
+    j.job_dir = j.run.command.output_dir.empty() ? "runs/" + j.run.name : j.run.command.output_dir;
+  } else {
+    YAML::Node root = YAML::Load(*text);
+    j.train_node = YAML::Clone(root["train"]);
+    j.job_dir = j.train_node["output_dir"] ? j.train.output_dir : "runs/" + j.run.name;
+  }
   j.hash = fmt::format("{:016x}", XXH3_64bits(text->data(), text->size()));
   return j;
 }
@@ -96,6 +111,35 @@ Result<std::string> WorkerJobText(LoadedJob& j) {
       j.train,
       train::ParseTrainSpec(text, j.run.source + " (train section, as the workers get it)"));
   return text;
+}
+
+// A command workload's agent file: the program and how to start it, with its
+// directories absolute (agents run in their instance's directory).
+Result<std::string> AgentJobText(const LoadedJob& j, const std::string& state_dir) {
+  const control::CommandSpec& c = j.run.command;
+  std::error_code ec;
+  auto absolute = [&](const std::string& p) {
+    return fs::absolute(p, ec).lexically_normal().string();
+  };
+  AgentSpec a{.job = j.run.name,
+              .run = c.run,
+              .setup = c.setup,
+              .workdir = absolute(c.workdir.empty() ? "." : c.workdir),
+              .envs = c.envs,
+              .checkpoint_dir =
+                  absolute(c.checkpoint_dir.empty() ? (fs::path(j.job_dir) / "checkpoints").string()
+                                                    : c.checkpoint_dir),
+              .nproc_per_node = static_cast<int>(c.nproc_per_node),
+              .notice_signal = c.notice_signal,
+              .min_nodes = static_cast<int>(j.run.resources.min_nodes),
+              .max_nodes = static_cast<int>(j.run.resources.nodes),
+              .stop_grace_s = j.run.controller.terminate_grace_s,
+              .token_file = absolute((fs::path(state_dir) / "api.token").string())};
+  if (!fs::is_directory(a.workdir, ec)) {
+    return InvalidArgumentError(fmt::format("{}: workdir: {} is not a directory", j.run.source,
+                                            c.workdir.empty() ? "." : c.workdir));
+  }
+  return AgentSpecJson(a);
 }
 
 // The outermost directory of `dir` that does not exist yet, and its nearest
@@ -183,18 +227,33 @@ void StopRendezvous(const std::string& state_dir) {
   }
 }
 
+// How an instance of a command workload starts: `spot agent` on the job's
+// agent file, joining the rendezvous, with its local disk, the controller's
+// API and the metadata service to watch.
+std::function<std::vector<std::string>(const control::WorkerLaunch&)> AgentCommand(
+    const LoadedJob& j, const std::string& agent_json, const std::string& rdzv_url) {
+  return [=, exe = SelfExe(), watch = j.run.market.metadata](const control::WorkerLaunch& l) {
+    return std::vector<std::string>{exe,         "agent",         agent_json, "--rendezvous",
+                                    rdzv_url,    "--id",          l.spec.id,  "--local-dir",
+                                    l.local_dir, "--controller",  l.api_url,  "--watch",
+                                    watch,       "--notice-poll", "0.1"};
+  };
+}
+
 // How an instance starts its worker: `spot worker` on the workers' job file,
 // joining the rendezvous, with its local disk, the job's shared records and
 // the metadata service to watch.
-std::function<std::vector<std::string>(const cloud::InstanceSpec&, const std::string&, int)>
-WorkerCommand(const LoadedJob& j, const std::string& train_yaml, const std::string& rdzv_url) {
+std::function<std::vector<std::string>(const control::WorkerLaunch&)> WorkerCommand(
+    const LoadedJob& j, const std::string& train_yaml, const std::string& rdzv_url) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = j.train.threads > 0
                           ? static_cast<int>(j.train.threads)
                           : std::max(1, cores / static_cast<int>(j.run.resources.nodes));
   const JobFiles files{j.job_dir};
-  return [=, exe = SelfExe(), watch = j.run.market.metadata](
-             const cloud::InstanceSpec& s, const std::string& local_dir, int metrics_port) {
+  return [=, exe = SelfExe(), watch = j.run.market.metadata](const control::WorkerLaunch& l) {
+    const cloud::InstanceSpec& s = l.spec;
+    const std::string& local_dir = l.local_dir;
+    const int metrics_port = l.metrics_port;
     return std::vector<std::string>{exe,
                                     "worker",
                                     train_yaml,
@@ -243,8 +302,12 @@ Result<CheckedJob> CheckJob(const std::string& path) {
   SPOT_ASSIGN_OR_RETURN(c.job, LoadJob(path));
   SPOT_ASSIGN_OR_RETURN(c.market, LoadRunMarket(c.job.run));
   SPOT_RETURN_IF_ERROR(control::ValidateJob(c.job.run));
-  SPOT_ASSIGN_OR_RETURN(c.worker_yaml, WorkerJobText(c.job));
   c.state_dir = JobStateDir(c.job);
+  if (c.job.run.command.enabled()) {
+    SPOT_ASSIGN_OR_RETURN(c.worker_yaml, AgentJobText(c.job, c.state_dir));
+  } else {
+    SPOT_ASSIGN_OR_RETURN(c.worker_yaml, WorkerJobText(c.job));
+  }
   const auto [job_field, state_field] = DirectoryFields(c.job);
   SPOT_RETURN_IF_ERROR(CheckCreatable(c.job, job_field, c.job.job_dir));
   SPOT_RETURN_IF_ERROR(CheckCreatable(c.job, state_field, c.state_dir));
@@ -266,7 +329,9 @@ Result<std::string> WriteJobFiles(const CheckedJob& c) {
     }
     if (!missing.empty()) made.push_back(missing);
   }
-  const std::string path = JobFiles{c.job.job_dir}.worker_job();
+  const std::string path = c.job.run.command.enabled()
+                               ? (fs::path(c.job.job_dir) / "agent.json").string()
+                               : JobFiles{c.job.job_dir}.worker_job();
   if (st.ok()) st = WriteFileAtomically(path, c.worker_yaml);
   if (st.ok()) return path;
   std::error_code ec;
@@ -326,8 +391,9 @@ int RunRunCommand(const RunArgs& args) {
   bool started = false;
   auto rdzv_url = EnsureRendezvous(state_dir, j.job_dir, &started);
   if (!rdzv_url.ok()) return Fail(rdzv_url.status());
-  const auto ttl =
-      std::chrono::milliseconds(static_cast<int64_t>(j.train.distributed.liveness_ttl_s * 1e3));
+  const bool command = j.run.command.enabled();
+  const auto ttl = std::chrono::milliseconds(
+      static_cast<int64_t>((command ? 3.0 : j.train.distributed.liveness_ttl_s) * 1e3));
   auto rdzv = dist::OpenRendezvous(*rdzv_url, j.run.name, ttl, std::chrono::seconds(20));
   if (!rdzv.ok()) return FailWithRendezvous(rdzv.status(), started, state_dir, j.run.name, nullptr);
   std::shared_ptr<dist::KvStore> kv = rdzv->kv;
@@ -340,10 +406,11 @@ int RunRunCommand(const RunArgs& args) {
        .state_dir = state_dir,
        .zones = zones,
        .market_description = market.description,
-       .epochs = j.train.epochs,
+       .epochs = command ? 0 : j.train.epochs,
        .decision_log_path = args.decision_log,
        .status_interval_s = args.status_interval_s,
-       .worker_command = WorkerCommand(j, *train_yaml, *rdzv_url),
+       .worker_command = command ? AgentCommand(j, *train_yaml, *rdzv_url)
+                                 : WorkerCommand(j, *train_yaml, *rdzv_url),
        .is_alive =
            [kv](const std::string& id) {
              auto alive = kv->IsAlive(id);

@@ -91,7 +91,17 @@ struct Trained {
 Trained ReadTrained(const std::string& job_dir) {
   Trained t;
   auto summary = ReadFile(JobFiles{job_dir}.summary());
-  if (!summary.ok()) return t;
+  if (!summary.ok()) {
+    // A command workload's program writes no summary: what it reported.
+    auto progress = ReadFile(JobFiles{job_dir}.progress());
+    auto p =
+        progress.ok() ? ParseProgressReport(*progress) : Result<ProgressReport>(progress.status());
+    if (p.ok() && p->done) {
+      t.accuracy = p->test_accuracy;
+      t.steps = p->step;
+    }
+    return t;
+  }
   auto j = nlohmann::json::parse(*summary, nullptr, false);
   if (j.is_discarded()) return t;
   t.accuracy = j.value("test_accuracy", -1.0);
@@ -181,6 +191,13 @@ int PrintRunSummary(control::JobStore& store, const control::RunSpec& spec, cons
   if (redone >= 0) {
     fmt::print("  work lost             {} steps redone of {}\n", redone, trained.steps);
   }
+  if (spec.command.enabled()) {
+    fmt::print(
+        "  program               {} failures (max_restarts_on_errors {}), {} recoveries, {} "
+        "killed at the reclaim\n",
+        o.program_failures, spec.command.max_restarts_on_errors, o.program_recoveries,
+        o.killed_at_reclaim);
+  }
   fmt::print(
       "  decisions             {} ticks, {} launches; reconcile {:.0f} us mean, {:.0f} us max\n",
       o.decisions, o.launches, o.reconcile_us_mean, o.reconcile_us_max);
@@ -212,6 +229,9 @@ int PrintRunSummary(control::JobStore& store, const control::RunSpec& spec, cons
                       {"decisions", o.decisions},
                       {"steps_redone", redone},
                       {"resumed", o.resumed},
+                      {"program_failures", o.program_failures},
+                      {"program_recoveries", o.program_recoveries},
+                      {"killed_at_reclaim", o.killed_at_reclaim},
                       {"reconcile_us_mean", o.reconcile_us_mean},
                       {"reconcile_us_max", o.reconcile_us_max}};
   (void)WriteFileAtomically((fs::path(job_dir) / "run-summary.json").string(), j.dump(2) + "\n");
