@@ -25,6 +25,7 @@
 
 #include "control/api_server.h"
 #include "control/job_monitor.h"
+#include "control/worker_report.h"
 #include "core/clock.h"
 #include "core/process.h"
 #include "core/temp_dir.h"
@@ -187,7 +188,7 @@ class ApiContractTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
 
-  // The pages and cancel as JobRunner wires them for `spot run`.
+  // The pages, cancel and reports as JobRunner wires them for `spot run`.
   void StartApi() {
     JobMonitor* m = monitor_.get();
     ApiPages pages{
@@ -199,9 +200,18 @@ class ApiContractTest : public ::testing::Test {
               return monitor::DashboardHtml(
                   {.title = id + " · SpotTrain", .data_url = "/api/v1/jobs/" + id + "/dashboard"});
             }};
+    reports_ = std::make_unique<ReportSink>(kRunning, JobFiles{dir_->path().string()}, &clock_);
+    ReportSink* r = reports_.get();
     auto api = ApiServer::Start(
         store_.get(),
-        {.token_path = (dir_->path() / "api.token").string(), .pages = std::move(pages)},
+        {.token_path = (dir_->path() / "api.token").string(),
+         .pages = std::move(pages),
+         .report =
+             [r](const std::string& id, const std::string& body) {
+               if (id != kRunning)
+                 return NotFoundError(std::string("this controller runs job ") + kRunning);
+               return r->Take(body);
+             }},
         [this](const std::string& id) {
           if (id != kRunning)
             return NotFoundError(std::string("this controller runs job ") + kRunning);
@@ -288,7 +298,8 @@ class ApiContractTest : public ::testing::Test {
   std::vector<market::Trace> zones_;
   ManualClock clock_{kEpoch + 300 / 60.0};
   std::unique_ptr<monitor::MetricsServer> worker_metrics_;
-  std::unique_ptr<JobMonitor> monitor_;
+  std::unique_ptr<ReportSink> reports_;
+  std::unique_ptr<ApiServer> api_;
   std::unique_ptr<ApiServer> api_;
   std::mutex mu_;
   int cancels_ = 0;  // GUARDED_BY(mu_)

@@ -430,7 +430,8 @@ Result<JobOutcome> Controller::Impl::Loop() {
       }
     }
     if ((state == JobState::kProvisioning || state == JobState::kRecovering) && HoldsAny() &&
-        progress.step > step_at_placement && progress.world > 0) {
+        progress.step > step_at_placement &&
+        (progress.world > 0 || spec.command.enabled())) {  // a program's reports name no world
       SPOT_RETURN_IF_ERROR(SetState(JobState::kRunning,
                                     fmt::format("training at step {} on {} "
                                                 "workers",

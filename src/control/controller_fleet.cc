@@ -266,7 +266,7 @@ Status Controller::Impl::ProgramExited(InstanceRecord& r, int code, const cloud:
 // fleet is replaced, as a failure of the program.
 Status Controller::Impl::CheckSilence(double now) {
   const double limit = spec.command.silence_seconds;
-  if (limit <= 0 || !spec.command.enabled() || state != JobState::kRunning) return Status::Ok();
+  if (limit <= 0 || !spec.command.enabled() || IsTerminal(state)) return Status::Ok();
   double since = d.last_report_unix_s ? d.last_report_unix_s() : 0;
   std::vector<InstanceRecord*> live;
   for (auto& [iid, r] : instances) {

@@ -72,8 +72,6 @@ Result<WorkerReport> ParseWorkerReport(std::string_view body) {
       if (!value.is_object()) return Bad(key, "expected an object of numbers");
       if (value.size() > kMaxMetrics) return Bad(key, fmt::format("more than {}", kMaxMetrics));
       for (const auto& [name, v] : value.items()) {
-        if (name.empty() || name.size() > 128)
-          return Bad("metrics", "a name of 1 to 128 characters");
         SPOT_ASSIGN_OR_RETURN(r.metrics[name], Finite(v, "metrics." + name));
       }
     } else {

@@ -500,7 +500,9 @@ int Agent::Run() {
       }
       case Ended::kFailed: {
         const int code = FirstFailure();
-        fmt::print(stderr, "error: the program failed: a rank exited with {}\n", code);
+        // Not an "error:" line of ours: the program's own last one is what
+        // the controller quotes.
+        spdlog::warn("the program failed: a rank exited with {}", code);
         (void)rdzv_->Leave();
         return code;
       }

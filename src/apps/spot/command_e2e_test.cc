@@ -1,0 +1,280 @@
+// End-to-end tests of command workloads (`spot run` with `run:`): the real
+// controller and `spot agent` on each instance, running real programs (small
+// shell scripts here: what they do is the point, not what they train),
+// preempted by a replayed market through their metadata endpoints.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "apps/spot/e2e_support.h"
+
+namespace spot::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr int kTicks = 400;
+
+class CommandTest : public E2eTest {
+ protected:
+  // A zone's trace: up but at the ticks in `down` (one tick: one wall second).
+  void WriteTrace(const std::string& zone, std::initializer_list<std::pair<int, int>> down) {
+    std::vector<int> counts(kTicks, 1);
+    for (auto [from, to] : down) {
+      for (int t = from; t <= to; ++t) counts[t] = 0;
+    }
+    json j = {{"metadata", {{"gap_seconds", 60}}}, {"data", counts}};
+    std::ofstream(dir_ / (zone + "_gpu_1.json")) << j.dump();
+  }
+  // An executable shell script in the test's directory.
+  fs::path Script(const std::string& name, const std::string& body) {
+    fs::path p = dir_ / name;
+    std::ofstream(p) << "#!/bin/sh\n" << body;
+    fs::permissions(p, fs::perms::owner_all);
+    return p;
+  }
+  // A command job over the traces written so far; `extra` is appended at the
+  // top level (job_recovery, resources' nproc_per_node go there).
+  fs::path CommandJob(const std::string& name, const std::string& run, int nodes,
+                      const std::string& extra, const std::string& resources = "",
+                      const std::string& workdir = "") {
+    std::string traces;
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      if (e.path().string().ends_with("_gpu_1.json")) traces += "    - " + e.path().string() + "\n";
+    }
+    return WriteJob(
+        name,
+        fmt::format("name: {name}\npolicy: greedy\ncompute_hours: 0.2\ndeadline_hours: 3\n"
+                    "run: {run}\nworkdir: {dir}\noutput_dir: {out}\n"
+                    "resources:\n  nodes: {nodes}\n  min_nodes: 1\n  ondemand_price: 3.0\n"
+                    "  changeover_hours: 0.02\n{resources}"
+                    "market:\n  traces:\n{traces}  time_compression: 60\n  notice_seconds: 120\n"
+                    "  when_missing: error\n"
+                    "controller:\n  reconcile_interval_s: 0.02\n  terminate_grace_s: 2\n{extra}",
+                    fmt::arg("name", name), fmt::arg("run", run),
+                    fmt::arg("dir", workdir.empty() ? dir_.string() : workdir),
+                    fmt::arg("out", (dir_ / name).string()), fmt::arg("nodes", nodes),
+                    fmt::arg("resources", resources), fmt::arg("traces", traces),
+                    fmt::arg("extra", extra)));
+  }
+  json Summary(const std::string& name) {
+    std::ifstream in(dir_ / name / "run-summary.json");
+    return json::parse(in, nullptr, false);
+  }
+  static std::string ReadText(const fs::path& path) {
+    std::ifstream in(path);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+  // Every instance log of a job, concatenated.
+  std::string InstanceLogs(const std::string& name) {
+    std::string all;
+    for (const auto& e : fs::directory_iterator(dir_ / name / "instances")) {
+      if (e.path().extension() == ".log") all += ReadText(e.path());
+    }
+    return all;
+  }
+};
+
+// A counting program: one step every 0.1 s up to STEPS, its position saved in
+// SPOT_CHECKPOINT_DIR on the notice signal (and at the end), resumed from it;
+// each start writes its torchrun and SpotTrain variables to a file.
+constexpr char kCounter[] = R"sh(
+dir="$SPOT_CHECKPOINT_DIR"; mkdir -p "$dir"
+env | grep -E '^(RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|NODE_RANK|MASTER_ADDR|MASTER_PORT|SPOT_[A-Z_]+)=' \
+  > "$dir/env.$SPOT_INSTANCE.$RANK.$$"
+step=$(cat "$dir/step.$RANK" 2>/dev/null || echo 0)
+echo "start at $step"
+trap 'echo "$step" > "$dir/step.$RANK"; echo "saved $step; notice: $(cat "$SPOT_NOTICE_FILE")"; exit 0' TERM
+while [ "$step" -lt "$STEPS" ]; do
+  sleep 0.1
+  step=$((step + 1))
+  echo "$step" >> "$dir/steps.$RANK"
+done
+echo "$step" > "$dir/step.$RANK"
+)sh";
+
+// Two nodes of two ranks each, preempted twice with notices: every start got
+// torchrun's variables for its generation (ranks 0..3 of 4, one master) and
+// SpotTrain's; every notice reached the program, which saved and resumed
+// there, so no step was counted twice; the job ends when the program does.
+TEST_F(CommandTest, NoticesReachTheProgramWhichResumesWhereItSaved) {
+  WriteTrace("zone-a", {{4, 5}});
+  WriteTrace("zone-b", {{0, 4}, {10, 11}});
+  Script("count.sh", kCounter);
+  auto job =
+      CommandJob("counted", "./count.sh", 2, "envs:\n  STEPS: \"160\"\n", "  nproc_per_node: 2\n");
+  ProcessResult r = Spot({"run", job.string(), "--status-interval", "2"}, "counted");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json s = Summary("counted");
+  EXPECT_EQ(s["state"], "SUCCEEDED");
+  EXPECT_EQ(s["preemptions"], 2) << r.out;
+  EXPECT_GE(s["notices"].get<int>(), 2);
+  EXPECT_EQ(s["program_failures"], 0);
+  EXPECT_EQ(s["killed_at_reclaim"], 0);
+
+  const fs::path ckpt = dir_ / "counted" / "checkpoints";
+  // Every rank counted each step once: a step saved at a notice is not redone.
+  for (int rank = 0; rank < 4; ++rank) {
+    std::ifstream in(ckpt / fmt::format("steps.{}", rank));
+    std::vector<int> steps;
+    for (int v; in >> v;) steps.push_back(v);
+    ASSERT_EQ(steps.size(), 160u) << "rank " << rank;
+    for (int i = 0; i < 160; ++i) ASSERT_EQ(steps[i], i + 1) << "rank " << rank;
+  }
+  // The variables of each start: a generation's ranks are 0..3 of 4 with one
+  // master; SpotTrain's point at the job.
+  std::map<std::string, std::set<int>> ranks_by_master;
+  int starts = 0;
+  for (const auto& e : fs::directory_iterator(ckpt)) {
+    if (!e.path().filename().string().starts_with("env.")) continue;
+    ++starts;
+    std::map<std::string, std::string> env;
+    std::ifstream in(e.path());
+    for (std::string line; std::getline(in, line);) {
+      env[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
+    }
+    EXPECT_EQ(env["WORLD_SIZE"], "4");
+    EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
+    EXPECT_EQ(std::stoi(env["RANK"]),
+              2 * std::stoi(env["NODE_RANK"]) + std::stoi(env["LOCAL_RANK"]));
+    EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");
+    EXPECT_EQ(env["SPOT_JOB"], "counted");
+    EXPECT_EQ(env["SPOT_CHECKPOINT_DIR"], ckpt.string());
+    EXPECT_EQ(env["SPOT_NOTICE_SIGNAL"], "SIGTERM");
+    EXPECT_TRUE(env["SPOT_CONTROLLER_URL"].starts_with("http://127.0.0.1:")) << e.path();
+    EXPECT_TRUE(fs::exists(env["SPOT_TOKEN_FILE"])) << e.path();
+    EXPECT_TRUE(env["SPOT_NOTICE_FILE"].ends_with("notice.json"));
+    ranks_by_master[env["MASTER_PORT"]].insert(std::stoi(env["RANK"]));
+  }
+  EXPECT_GE(starts, 12) << "three generations of four ranks";
+  for (const auto& [port, ranks] : ranks_by_master) {
+    EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3})) << "generation with master port " << port;
+  }
+  // The notice file reached the program with the deadline.
+  const std::string logs = InstanceLogs("counted");
+  EXPECT_NE(logs.find("\"deadline_unix_s\":"), std::string::npos) << logs;
+}
+
+// A program failing (exit 3) is restarted on a new instance as many times as
+// job_recovery.max_restarts_on_errors allows; one more failure fails the job,
+// saying why.
+TEST_F(CommandTest, AFailingProgramUsesUpItsRestartsThenFailsTheJob) {
+  WriteTrace("zone-a", {});
+  Script("fail.sh", "echo \"error: no GPU found\" >&2\nexit 3\n");
+  auto job = CommandJob("failing", "./fail.sh", 1, "job_recovery:\n  max_restarts_on_errors: 2\n");
+  ProcessResult r = Spot({"run", job.string()}, "failing");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  json s = Summary("failing");
+  EXPECT_EQ(s["state"], "FAILED");
+  EXPECT_EQ(s["program_failures"], 3);
+  const std::string message = s["message"];
+  EXPECT_NE(message.find("the program failed"), std::string::npos) << message;
+  EXPECT_NE(message.find("exit code 3"), std::string::npos) << message;
+  EXPECT_NE(message.find("error: no GPU found"), std::string::npos) << message;
+  EXPECT_NE(message.find("max_restarts_on_errors is 2"), std::string::npos) << message;
+  EXPECT_NE(r.out.find("FAILED"), std::string::npos);
+}
+
+// Exit codes in recover_on_exit_codes restart the program on a new instance
+// without counting against max_restarts_on_errors (0 here).
+TEST_F(CommandTest, RecoverExitCodesRestartWithoutCountingAsFailures) {
+  WriteTrace("zone-a", {});
+  Script("flaky.sh", R"(
+n=$(cat "$SPOT_CHECKPOINT_DIR/tries" 2>/dev/null || echo 0)
+mkdir -p "$SPOT_CHECKPOINT_DIR"; echo $((n + 1)) > "$SPOT_CHECKPOINT_DIR/tries"
+[ "$n" -lt 2 ] && exit 42
+exit 0
+)");
+  auto job = CommandJob("flaky", "./flaky.sh", 1, "job_recovery:\n  recover_on_exit_codes: [42]\n");
+  ProcessResult r = Spot({"run", job.string()}, "flaky");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json s = Summary("flaky");
+  EXPECT_EQ(s["state"], "SUCCEEDED");
+  EXPECT_EQ(s["program_recoveries"], 2);
+  EXPECT_EQ(s["program_failures"], 0);
+  EXPECT_EQ(ReadText(dir_ / "flaky" / "checkpoints" / "tries"), "3\n");
+}
+
+// A program that ignores its notice runs until the machine goes at the
+// reclaim: it is killed with it, and counted.
+TEST_F(CommandTest, AProgramIgnoringItsNoticeIsKilledAtTheReclaimAndCounted) {
+  WriteTrace("zone-a", {{4, 6}});
+  WriteTrace("zone-b", {{0, 5}});
+  Script("stubborn.sh", R"(
+mkdir -p "$SPOT_CHECKPOINT_DIR"
+n=$(cat "$SPOT_CHECKPOINT_DIR/starts" 2>/dev/null || echo 0)
+echo $((n + 1)) > "$SPOT_CHECKPOINT_DIR/starts"
+[ "$n" -ge 1 ] && exit 0
+trap 'echo "ignoring the notice"' TERM
+while true; do sleep 0.1; done
+)");
+  auto job = CommandJob("stubborn", "./stubborn.sh", 1, "");
+  ProcessResult r = Spot({"run", job.string()}, "stubborn");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json s = Summary("stubborn");
+  EXPECT_EQ(s["state"], "SUCCEEDED");
+  EXPECT_EQ(s["killed_at_reclaim"], 1) << r.out;
+  EXPECT_NE(InstanceLogs("stubborn").find("ignoring the notice"), std::string::npos);
+  EXPECT_NE(r.out.find("1 killed at the reclaim"), std::string::npos) << r.out;
+}
+
+// A program that never reports is hung after silence_seconds: its instance is
+// replaced, as a failure, and the job fails once the restarts are used up.
+TEST_F(CommandTest, ASilentProgramIsReplacedThenFailsTheJob) {
+  WriteTrace("zone-a", {});
+  Script("silent.sh", "while true; do sleep 0.1; done\n");
+  auto job = CommandJob("silent", "./silent.sh", 1,
+                        "job_recovery:\n  silence_seconds: 2\n  max_restarts_on_errors: 1\n");
+  ProcessResult r = Spot({"run", job.string()}, "silent");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  json s = Summary("silent");
+  EXPECT_EQ(s["state"], "FAILED");
+  EXPECT_EQ(s["program_failures"], 2);
+  EXPECT_NE(s["message"].get<std::string>().find("sent no report for"), std::string::npos)
+      << s["message"];
+}
+
+// Command job files get the same checks as any: exit 2 naming the field.
+TEST_F(CommandTest, BadCommandJobFilesAreRefused) {
+  WriteTrace("zone-a", {});
+  const struct {
+    std::string extra, message;
+  } bad[] = {
+      {"train:\n  model: mlp\n", "train: a job has either `train:`"},
+      {"envs:\n  SPOT_JOB: x\n", "envs.SPOT_JOB: SPOT_ variables are set by SpotTrain itself"},
+      {"envs:\n  2X: y\n", "envs.2X: is not an environment variable name"},
+      {"job_recovery:\n  notice_signal: SIGKILL\n", "job_recovery.notice_signal: must be one of"},
+      {"job_recovery:\n  recover_on_exit_codes: [0]\n",
+       "job_recovery.recover_on_exit_codes: each must be an exit code in [1, 255] (got '0')"},
+      {"job_recovery:\n  max_restarts_on_errors: -1\n",
+       "job_recovery.max_restarts_on_errors: must be >= 0"},
+      {"job_recovery:\n  retries: 3\n", "job_recovery.retries"},
+  };
+  int i = 0;
+  for (const auto& b : bad) {
+    auto job = CommandJob(fmt::format("bad{}", i++), "./x.sh", 1, b.extra);
+    ProcessResult r = Spot({"run", job.string()}, fmt::format("bad{}", i));
+    EXPECT_EQ(r.exit_code, 2) << b.extra << r.err;
+    EXPECT_NE(r.err.find(b.message), std::string::npos) << b.extra << "\n" << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / fmt::format("bad{}", i - 1))) << "nothing is written";
+  }
+  // The workdir must be a directory.
+  auto job = CommandJob("nodir", "./x.sh", 1, "", "", "/nonexistent/dir");
+  ProcessResult r = Spot({"run", job.string()}, "nodir");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("workdir: /nonexistent/dir is not a directory"), std::string::npos) << r.err;
+  // A `train:` job may not carry a command's fields.
+  auto train = WriteJob("trainjob", fmt::format("name: t\nsetup: pip install x\ntrain:\n  model: "
+                                                "mlp\n  output_dir: {}\n",
+                                                (dir_ / "t").string()));
+  r = Spot({"run", train.string()}, "trainjob");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("setup: belongs to a command workload"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace spot::testing
