@@ -14,6 +14,8 @@ PACKAGES=(
   libturbojpeg0-dev libpng-dev libcsv-dev
   libsqlite3-dev sqlite3
   prometheus-cpp-dev
+  # the S3 checkpoint tier: HTTP and SigV4 signing, SHA-256, S3's XML answers
+  libcurl4-openssl-dev libssl-dev libxml2-dev
   # elastic training: etcd for multi-machine rendezvous, iproute2 for the network-namespace test
   etcd-server etcd-client iproute2
   # tests and benchmarks

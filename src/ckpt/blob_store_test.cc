@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/blob_store_contract.h"
 #include "ckpt/container.h"
 #include "core/file_io.h"
 #include "core/temp_dir.h"
@@ -31,6 +32,23 @@ void WriteRaw(const fs::path& p, std::string_view bytes) {
   std::ofstream f(p, std::ios::binary);
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
+
+// The shared contract (blob_store_contract.h) over directories; the tests
+// below add what is particular to a directory (files, temporary files).
+struct DirectoryFactory {
+  void SetUp() {
+    auto d = TempDir::Create("spot_blob_contract");
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    tmp.emplace(std::move(d).value());
+  }
+  Result<std::unique_ptr<BlobStore>> Open(const std::string& name) {
+    auto s = DirectoryBlobStore::Open((tmp->path() / name).string());
+    if (!s.ok()) return s.status();
+    return std::unique_ptr<BlobStore>(std::move(s).value());
+  }
+  std::optional<TempDir> tmp;
+};
+INSTANTIATE_TYPED_TEST_SUITE_P(Directory, BlobStoreContractTest, DirectoryFactory);
 
 class BlobStoreTest : public ::testing::Test {
  protected:
@@ -82,36 +100,6 @@ TEST_F(BlobStoreTest, PutReadSize) {
   EXPECT_EQ(*store_->Read("a"), "xy");
 }
 
-TEST_F(BlobStoreTest, MissingBlobsAreNotFound) {
-  EXPECT_EQ(store_->Size("nope").status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(store_->Read("nope").status().code(), StatusCode::kNotFound);
-  char buf[4];
-  EXPECT_EQ(store_->ReadInto("nope", 0, buf).code(), StatusCode::kNotFound);
-}
-
-TEST_F(BlobStoreTest, ReadIntoRanges) {
-  std::string data(1000, '\0');
-  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + 3);
-  ASSERT_TRUE(store_->Put("r", data).ok());
-  struct Case {
-    uint64_t offset;
-    size_t n;
-  };
-  for (Case c : {Case{0, 0}, Case{0, 1}, Case{0, 1000}, Case{1, 999}, Case{500, 17}, Case{999, 1},
-                 Case{1000, 0}}) {
-    std::string buf(c.n, '\x55');
-    Status st = store_->ReadInto("r", c.offset, std::span<char>(buf));
-    ASSERT_TRUE(st.ok()) << c.offset << "+" << c.n << ": " << st.ToString();
-    EXPECT_EQ(buf, data.substr(c.offset, c.n)) << c.offset << "+" << c.n;
-  }
-  // Past the end: DataLoss.
-  for (Case c : {Case{0, 1001}, Case{999, 2}, Case{1000, 1}, Case{5000, 3}}) {
-    std::string buf(c.n, '\0');
-    EXPECT_EQ(store_->ReadInto("r", c.offset, std::span<char>(buf)).code(), StatusCode::kDataLoss)
-        << c.offset << "+" << c.n;
-  }
-}
-
 TEST_F(BlobStoreTest, ListIsSortedAndHidesTemporaryFilesAndDirectories) {
   for (const char* n : {"c", "a", "b.json", "ckpt-000002.bin", "ckpt-000001.bin"}) {
     ASSERT_TRUE(store_->Put(n, n).ok());
@@ -138,16 +126,6 @@ TEST_F(BlobStoreTest, ListSkipsEntriesItCannotStat) {
   auto l = store_->List();
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   EXPECT_EQ(*l, std::vector<std::string>{"ckpt-000001.json"});
-}
-
-TEST_F(BlobStoreTest, DeleteRemovesAndMissingIsOk) {
-  ASSERT_TRUE(store_->Put("x", "1").ok());
-  ASSERT_TRUE(store_->Put("y", "2").ok());
-  EXPECT_TRUE(store_->Delete("x").ok());
-  EXPECT_EQ(store_->Size("x").status().code(), StatusCode::kNotFound);
-  EXPECT_TRUE(store_->Delete("x").ok());  // again: still OK
-  EXPECT_TRUE(store_->Delete("never-existed").ok());
-  EXPECT_EQ(*store_->List(), std::vector<std::string>{"y"});
 }
 
 TEST_F(BlobStoreTest, UncommittedWriterLeavesNothingVisible) {
@@ -210,30 +188,6 @@ TEST_F(BlobStoreTest, InvalidNamesAreRejected) {
   // Names that merely contain dots are fine.
   EXPECT_TRUE(store_->Put("...", "x").ok());
   EXPECT_TRUE(store_->Put("a.tmp.b", "x").ok());
-}
-
-TEST_F(BlobStoreTest, CopyBlobReturnsTheChecksumOfTheBytes) {
-  auto other = DirectoryBlobStore::Open((tmp_->path() / "other").string());
-  ASSERT_TRUE(other.ok());
-  std::mt19937_64 rng(7);
-  // Larger than CopyBlob's 8 MiB buffer, so it streams in several pieces.
-  std::string big((8u << 20) + 12345, '\0');
-  for (size_t i = 0; i < big.size(); i += 8) {
-    uint64_t x = rng();
-    std::memcpy(big.data() + i, &x, std::min<size_t>(8, big.size() - i));
-  }
-  for (const auto& [name, data] : std::vector<std::pair<std::string, std::string>>{
-           {"small", "abc"}, {"empty", ""}, {"big", big}}) {
-    ASSERT_TRUE(store_->Put(name, data).ok());
-    auto sum = CopyBlob(*store_, **other, name);
-    ASSERT_TRUE(sum.ok()) << name << ": " << sum.status().ToString();
-    EXPECT_EQ(*sum, Checksum(data)) << name;
-    auto copy = (*other)->Read(name);
-    ASSERT_TRUE(copy.ok());
-    EXPECT_TRUE(*copy == data) << name;
-  }
-  EXPECT_EQ(CopyBlob(*store_, **other, "missing").status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(DirEntries((*other)->dir()), (std::vector<std::string>{"big", "empty", "small"}));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <set>
 #include <system_error>
 
+#include "ckpt/s3_blob_store.h"
 #include "core/clock.h"
 #include "core/strict_json.h"
 
@@ -179,7 +180,8 @@ Result<std::unique_ptr<CheckpointStore>> CheckpointStore::Open(StoreOptions opti
   };
   SPOT_ASSIGN_OR_RETURN(s->tiers_[0], open_tier(options.dir));
   if (!options.durable_dir.empty()) {
-    SPOT_ASSIGN_OR_RETURN(s->tiers_[1], open_tier(options.durable_dir));
+    // A directory, or an S3 bucket for "s3://bucket/prefix".
+    SPOT_ASSIGN_OR_RETURN(s->tiers_[1], OpenTierStore(options.durable_dir, options.read_only));
     std::vector<int64_t> durable = s->Ids(Tier::kDurable);
     if (!durable.empty()) s->replicated_upto_ = durable.back();
   }

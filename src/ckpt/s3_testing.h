@@ -1,0 +1,59 @@
+// Test and benchmark support: a real S3 server (moto's, from the project's
+// Python environment .venv) on loopback, run as a child process.
+//
+//   auto moto = MotoServer::Start({.log_path = dir / "moto.log"});
+//   if (!moto.ok()) ...;  // Unavailable with MotoSkipReason() != "": skip loudly
+//   ASSERT_TRUE((*moto)->CreateBucket("ckpts").ok());
+//   auto store = S3BlobStore::Open("s3://ckpts/job", (*moto)->Config());
+//
+// With `auth`, the server checks every request's signature: the first three
+// requests (unauthenticated) make an IAM user with full access and its key,
+// which Config() then carries, so the signing is tested, not just the calls.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "ckpt/s3_config.h"
+#include "core/status.h"
+
+namespace spot::ckpt {
+
+// The project's Python environment: $SPOT_VENV, else <source>/.venv.
+std::filesystem::path VenvDir(const std::filesystem::path& source_dir);
+
+// Why moto cannot run here ("" when it can): the text of
+// .venv/peers-unavailable when PyPI was unreachable while the environment
+// was made. A missing moto_server without that marker is a setup error.
+std::string MotoSkipReason(const std::filesystem::path& venv);
+
+struct MotoOptions {
+  std::filesystem::path venv;      // the Python environment holding moto_server
+  std::filesystem::path log_path;  // the server's stdout and stderr
+  bool auth = true;                // check signatures (see above)
+  // Smallest multipart part but the last the server accepts (S3: 5 MiB).
+  uint64_t min_part_size = 5u << 20;
+};
+
+class MotoServer {
+ public:
+  // Starts it on a free loopback port and waits (up to 60 s) until it answers.
+  static Result<std::unique_ptr<MotoServer>> Start(const MotoOptions& options);
+  ~MotoServer();
+
+  // endpoint http://127.0.0.1:<port>, region us-east-1, the server's credentials.
+  S3Config Config() const;
+  const std::string& endpoint() const { return endpoint_; }
+  int64_t pid() const { return pid_; }
+  Status CreateBucket(const std::string& bucket) const;
+
+ private:
+  MotoServer() = default;
+  int64_t pid_ = 0;
+  std::string endpoint_;
+  S3Credentials credentials_;
+};
+
+}  // namespace spot::ckpt
