@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "ckpt/blob_store.h"
+#include "ckpt/s3_blob_store.h"
 #include "core/file_io.h"
 
 namespace spot::train {
@@ -111,7 +112,8 @@ Result<std::unique_ptr<DataCache>> DataCache::Open(const DataCacheOptions& o) {
     local = std::move(s).value();
   }
   if (!o.durable_dir.empty()) {
-    auto s = ckpt::DirectoryBlobStore::OpenShared(o.durable_dir);
+    // A directory other workers write too, or an S3 prefix.
+    auto s = ckpt::OpenTierStore(o.durable_dir, /*read_only=*/true);
     if (!s.ok()) return s.status().WithContext("data cache, durable tier");
     durable = std::move(s).value();
   }

@@ -59,12 +59,15 @@ Result<std::unique_ptr<ckpt::CheckpointStore>> OpenStore(const CkptArgs& a, bool
   if (o.dir.empty()) return InvalidArgumentError("give --job JOB.yaml or --dir DIR");
   namespace fs = std::filesystem;
   std::error_code ec;
-  for (const std::string& d : {o.dir, o.durable_dir}) {
+  // The durable tier may be an S3 prefix (s3://bucket/prefix): the store
+  // checks it when it opens.
+  const bool s3 = o.durable_dir.starts_with("s3://");
+  for (const std::string& d : {o.dir, s3 ? std::string() : o.durable_dir}) {
     if (!d.empty() && fs::exists(d, ec) && !fs::is_directory(d, ec)) {
       return InvalidArgumentError(d + ": not a directory");
     }
   }
-  if (!fs::is_directory(o.dir, ec) &&
+  if (!s3 && !fs::is_directory(o.dir, ec) &&
       (o.durable_dir.empty() || !fs::is_directory(o.durable_dir, ec))) {
     return InvalidArgumentError(
         o.durable_dir.empty()

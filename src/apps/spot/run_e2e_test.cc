@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "apps/spot/e2e_support.h"
+#include "ckpt/s3_blob_store.h"
+#include "ckpt/s3_testing.h"
 #include "cloud/local_provider.h"
 #include "control/job_store.h"
 
@@ -250,6 +252,54 @@ TEST_F(RunTest, UnnoticedPreemptionsLoseAtMostSinceCheckpoint) {
   EXPECT_EQ(s["notices"], 0);
   EXPECT_LE(s["steps_redone"].get<int>(), 2 * 2 * 50) << r.out;
   ExpectLedgerMatchesLifetimes("unnoticed");
+}
+
+// An S3 durable tier (moto's S3 server, signatures checked): every instance
+// the market takes loses its local disk, and its replacement resumes from S3.
+TEST_F(RunTest, ReplacementsResumeFromAnS3DurableTier) {
+  const fs::path venv = ckpt::VenvDir(SPOT_SOURCE_DIR);
+  if (std::string why = ckpt::MotoSkipReason(venv); !why.empty()) {
+    GTEST_SKIP() << "SKIPPED: no S3 server (moto): " << why;
+  }
+  auto moto = ckpt::MotoServer::Start({.venv = venv, .log_path = dir_ / "moto.log"});
+  ASSERT_TRUE(moto.ok()) << moto.status().ToString();
+  ASSERT_TRUE((*moto)->CreateBucket("spot-e2e").ok());
+  const ckpt::S3Config c = (*moto)->Config();
+  const std::pair<const char*, std::string> env[] = {
+      {"AWS_ENDPOINT_URL", c.endpoint},
+      {"AWS_REGION", c.region},
+      {"AWS_ACCESS_KEY_ID", c.credentials.access_key_id},
+      {"AWS_SECRET_ACCESS_KEY", c.credentials.secret_access_key}};
+  for (const auto& [k, v] : env) ::setenv(k, v.c_str(), 1);
+  TwoZoneMarket();
+  auto job = RunJob("s3", "", "", 3000);
+  Edit(job, "    interval_steps: 50\n",
+       "    interval_steps: 50\n    durable_dir: s3://spot-e2e/run\n");
+  ProcessResult r = Spot({"run", job.string()}, "s3");
+  for (const auto& [k, v] : env) ::unsetenv(k);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json s = Summary("s3");
+  EXPECT_EQ(s["state"], "SUCCEEDED");
+  EXPECT_EQ(s["preemptions"], 2);
+  EXPECT_EQ(s["steps_redone"], 0) << r.out;
+  // The replacements read S3: no local disk survives an instance.
+  int from_s3 = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "s3" / "instances")) {
+    if (e.path().extension() != ".log") continue;
+    const std::string text = ReadText(e.path());
+    if (text.find("durable tier") != std::string::npos &&
+        text.find("resuming from checkpoint") != std::string::npos) {
+      ++from_s3;
+    }
+  }
+  EXPECT_GE(from_s3, 1) << "no worker resumed from the S3 tier";
+  auto store = ckpt::S3BlobStore::Open("s3://spot-e2e/run", c);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto names = (*store)->List();
+  ASSERT_TRUE(names.ok());
+  EXPECT_FALSE(names->empty());
+  EXPECT_EQ(r.out.find(c.credentials.secret_access_key), std::string::npos);
+  EXPECT_EQ(r.err.find(c.credentials.secret_access_key), std::string::npos);
 }
 
 // SIGKILL of the controller mid-job: the instances and the rendezvous run on;
