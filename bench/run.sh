@@ -19,7 +19,7 @@ fi
 out="$build/bench-results.md"
 tmp="$out.tmp"
 # Tables go to stdout (kept), progress to stderr (shown only).
-if ! "$bin" --workloads train,gpt,images,ckpt,sim,fleet,elastic,run,monitor "$@" > "$tmp"; then
+if ! "$bin" --workloads train,gpt,images,ckpt,sim,fleet,elastic,run,command,monitor "$@" > "$tmp"; then
   cat "$tmp"
   echo "error: spot_bench failed; partial results in $tmp" >&2
   exit 1

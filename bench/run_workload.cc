@@ -39,6 +39,7 @@ struct JobParams {
   std::vector<std::string> traces;   // resolved
   std::vector<std::string> missing;  // of traces and prices
   bool synthetic = false;
+  bool command = false;  // a command workload (`run:`): a program, not the trainer
 };
 
 fs::path Resolve(const std::string& source_dir, const std::string& p) {
@@ -91,13 +92,21 @@ Result<JobParams> WriteJob(const RunBenchOptions& o, const fs::path& dir, const 
         "{}: market.when_missing is not synthetic and {} is absent", o.job_file, p.missing[0]));
   }
   YAML::Node train = root["train"];
-  if (!train) return InvalidArgumentError(o.job_file + ": no train section");
-  train["output_dir"] = (dir / "job").string();
-  if (!o.dataset_path.empty()) {
-    train["dataset"]["path"] = o.dataset_path;
-  } else if (train["dataset"] && train["dataset"]["path"]) {
-    train["dataset"]["path"] =
-        Resolve(o.source_dir, train["dataset"]["path"].as<std::string>()).string();
+  p.command = bool(root["run"]);
+  if (p.command) {
+    // The program runs where the job says, resolved against the sources.
+    root["output_dir"] = (dir / "job").string();
+    root["workdir"] = Resolve(o.source_dir, Field<std::string>(root, "workdir", ".")).string();
+  } else if (!train) {
+    return InvalidArgumentError(o.job_file + ": no train section (nor a program to run)");
+  } else {
+    train["output_dir"] = (dir / "job").string();
+    if (!o.dataset_path.empty()) {
+      train["dataset"]["path"] = o.dataset_path;
+    } else if (train["dataset"] && train["dataset"]["path"]) {
+      train["dataset"]["path"] =
+          Resolve(o.source_dir, train["dataset"]["path"].as<std::string>()).string();
+    }
   }
   root["controller"]["state_dir"] = (dir / "state").string();
   p.reconcile_interval_s =
@@ -149,6 +158,13 @@ void ReadInstanceLogs(const fs::path& dir, Measured* m) {
       size_t at = line.find("notice: checkpoint of step ");
       if (at != std::string::npos &&
           NumberAfter(line.substr(at), " flushed ", " s after the notice", &v)) {
+        m->flush_s.push_back(v);
+        continue;
+      }
+      // A command workload's agent: "notice: the program stopped X s after the notice"
+      at = line.find("notice: the program stopped ");
+      if (at != std::string::npos &&
+          NumberAfter(line.substr(at), " stopped ", " s after the notice", &v)) {
         m->flush_s.push_back(v);
         continue;
       }
@@ -363,6 +379,31 @@ Result<std::string> RunRunWorkload(const RunBenchOptions& o) {
                      "looked (an instance launched less than the notice before its pool's "
                      "reclaim gets the notice at once, and a worker takes over a second to start)."
                    : "";
+  if (p.command) {
+    // A program's save is its own: what the agent sees is the program stopping.
+    std::string text = notice.ToMarkdown();
+    for (size_t at; (at = text.find("checkpoint flushed")) != std::string::npos;) {
+      text.replace(at, 18, "program saved and stopped");
+    }
+    return fmt::format(
+        "## command\n\n`spot run` on {} (a command workload: a plain PyTorch script with the "
+        "spottrain client): policy {}, {} x {} (min {}), over {}; time x{:.0f}, notice {:.0f} s "
+        "({:.2f} s of wall time). {} run{}; figures from `<job dir>/run-summary.json` and the {} "
+        "instance logs.\n\n"
+        "Notice -> program saved and stopped: from the termination notice reaching the agent "
+        "(which writes SPOT_NOTICE_FILE and sends SIGTERM at once) to every rank of the program "
+        "having exited after its save (\"notice: the program stopped X s after the notice\"), "
+        "against the notice's budget in wall time and, scaled back by the time compression, "
+        "AWS's {:.0f} s (GCP gives 30 s: the same ratio times 4):\n\n{}\n"
+        "Raw (s): stops {}, time left at the notice {}.{}\n\n"
+        "Controller overhead per reconcile pass, against the reconcile interval:\n\n{}\n"
+        "Cost, billed per instance-second at each tick's spot price, against SpotSim on the same "
+        "job and market segment at the throughput the program reported:\n\n{}\n{}",
+        fs::path(o.job_file).filename().string(), p.policy, p.nodes, p.instance_type, p.min_nodes,
+        market, x, p.notice_seconds, wall_budget, runs.size(), runs.size() == 1 ? "" : "s",
+        instances, p.notice_seconds, text, FormatList(flush, 3), FormatList(budget, 2), late,
+        reconcile.ToMarkdown(), money.ToMarkdown(), raw);
+  }
   return fmt::format(
       "## run\n\n`spot run` on {}: policy {}, {} x {} (min {}), over {}; time x{:.0f}, "
       "notice {:.0f} s ({:.2f} s of wall time). {} run{}; figures from `<job "

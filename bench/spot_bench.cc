@@ -48,6 +48,7 @@ struct Flags {
   SimBenchOptions sim;
   ElasticBenchOptions elastic;
   RunBenchOptions run;
+  RunBenchOptions command;  // the run workload on the PyTorch example (a command workload)
   MonitorBenchOptions monitor;
   FleetBenchOptions fleet;
   GptBenchOptions gpt;
@@ -58,8 +59,8 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--workloads", f->workloads,
                  "Comma-separated: train, ckpt, sim, elastic, run, monitor, fleet, gpt, images")
       ->delimiter(',')
-      ->check(CLI::IsMember(
-          {"train", "ckpt", "sim", "elastic", "run", "monitor", "fleet", "gpt", "images"}))
+      ->check(CLI::IsMember({"train", "ckpt", "sim", "elastic", "run", "command", "monitor",
+                             "fleet", "gpt", "images"}))
       ->capture_default_str();
   app.add_option("--threads", f->train.threads, "Intra-op threads on both sides")
       ->check(CLI::Range(1, 256))
@@ -238,6 +239,9 @@ int Run(Flags& f) {
   f.gpt.threads = f.train.threads;
   f.monitor.dataset_path = f.train.dataset_path;
   f.run.dataset_path = f.train.dataset_path;
+  f.command = f.run;
+  f.command.job_file = SPOT_SOURCE_DIR "/examples/pytorch-fashion-mnist.yaml";
+  f.command.dataset_path = "";  // the script's own default
   f.elastic.python = f.train.python;
   f.elastic.dataset_path = f.train.dataset_path;
   f.ckpt.threads = f.train.threads;
@@ -251,6 +255,7 @@ int Run(Flags& f) {
                                  : w == "ckpt"    ? RunCkptWorkload(f.ckpt)
                                  : w == "elastic" ? RunElasticWorkload(f.elastic)
                                  : w == "run"     ? RunRunWorkload(f.run)
+                                 : w == "command" ? RunRunWorkload(f.command)
                                  : w == "monitor" ? RunMonitorWorkload(f.monitor)
                                  : w == "fleet"   ? RunFleetWorkload(f.fleet)
                                  : w == "gpt"     ? RunGptWorkload(f.gpt)

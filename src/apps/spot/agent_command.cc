@@ -137,6 +137,7 @@ class Agent {
   bool noticed_ = false;       // this node got a termination notice
   bool peer_noticed_ = false;  // another node of the generation did
   bool signalled_ = false;     // the ranks of this generation were sent a signal
+  double notice_wall_ = 0, notice_deadline_ = 0;  // unix s: when our notice came, its deadline
   std::atomic<bool> notice_pending_{false};
   std::mutex notice_mu_;
   cloud::Notice notice_;
@@ -360,6 +361,8 @@ Agent::Ended Agent::Supervise(const dist::Generation& g) {
       const double deadline = n.time_unix_s > 0 ? n.time_unix_s : wall + 30;  // GCP: 30 s
       spdlog::warn("termination notice ({} {}): {:.1f} s left; {} to the program",
                    cloud::FlavorName(n.flavor), n.action, deadline - wall, strsignal(notice_sig));
+      notice_wall_ = wall;
+      notice_deadline_ = deadline;
       WriteNotice(deadline, n.action, std::string(cloud::FlavorName(n.flavor)));
       (void)kv_->Put(Key(g.number, "notice"),
                      nlohmann::json{{"id", args_.id}, {"deadline_unix_s", deadline}}.dump());
@@ -492,6 +495,13 @@ int Agent::Run() {
         return kExitOk;
       case Ended::kStopped: {
         const int code = FirstFailure();
+        if (noticed_) {
+          const double after = RealClock()->NowUnixS() - notice_wall_;
+          spdlog::info(
+              "notice: the program stopped {:.3f} s after the notice ({:.1f} s before "
+              "the deadline)",
+              after, notice_deadline_ - RealClock()->NowUnixS());
+        }
         spdlog::info("the program stopped ({})", code == 0
                                                      ? std::string("every rank exited 0")
                                                      : fmt::format("a rank exited with {}", code));

@@ -3,6 +3,7 @@
 // shell scripts here: what they do is the point, not what they train),
 // preempted by a replayed market through their metadata endpoints.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -10,6 +11,8 @@
 #include <set>
 
 #include "apps/spot/e2e_support.h"
+#include "apps/spot/test_process.h"
+#include "core/net.h"
 
 namespace spot::testing {
 namespace {
@@ -236,6 +239,93 @@ TEST_F(CommandTest, ASilentProgramIsReplacedThenFailsTheJob) {
   EXPECT_EQ(s["program_failures"], 2);
   EXPECT_NE(s["message"].get<std::string>().find("sent no report for"), std::string::npos)
       << s["message"];
+}
+
+// The plain PyTorch example (examples/pytorch-fashion-mnist/train.py, Debian's
+// python3-torch) under `spot run`, preempted twice with notices: it saves at
+// each notice and resumes there, so its loss curve is the uninterrupted run's
+// bit for bit, and so is its test accuracy.
+TEST_F(CommandTest, PlainPyTorchResumesBitForBitUnderNotices) {
+  WriteTrace("zone-a", {{4, 5}});
+  WriteTrace("zone-b", {{0, 4}, {10, 11}});
+  const std::string script =
+      std::string(SPOT_SOURCE_DIR) + "/examples/pytorch-fashion-mnist/train.py";
+  const std::string args = fmt::format("--steps 900 --save-every 300 --data {}", kDataset);
+  // The uninterrupted run finds the client the way the job file says.
+  ::setenv("PYTHONPATH", (std::string(SPOT_SOURCE_DIR) + "/python").c_str(), 1);
+  ProcessResult alone =
+      RunProcess({"/usr/bin/python3", script, "--steps", "900", "--save-every", "300", "--data",
+                  kDataset, "--checkpoint-dir", (dir_ / "alone-ckpt").string(), "--loss-log",
+                  (dir_ / "alone.csv").string()},
+                 (dir_ / "alone").string());
+  ::unsetenv("PYTHONPATH");
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  auto job = CommandJob("pytorch",
+                        fmt::format("/usr/bin/python3 {} {} --loss-log {}", script, args,
+                                    (dir_ / "spot.csv").string()),
+                        1, fmt::format("envs:\n  PYTHONPATH: {}/python\n", SPOT_SOURCE_DIR));
+  ProcessResult r = Spot({"run", job.string()}, "pytorch");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json s = Summary("pytorch");
+  EXPECT_EQ(s["state"], "SUCCEEDED");
+  EXPECT_EQ(s["preemptions"], 2) << r.out;
+  EXPECT_EQ(s["steps"], 900);
+  EXPECT_EQ(s["steps_redone"], 0) << r.out;
+  const std::string want = ReadText(dir_ / "alone.csv"), got = ReadText(dir_ / "spot.csv");
+  EXPECT_EQ(std::count(want.begin(), want.end(), '\n'), 900);
+  EXPECT_TRUE(want == got) << "the resumed loss curve differs from the uninterrupted one";
+  // The same model at the end: the same test accuracy line.
+  const size_t at = alone.out.find("test accuracy");
+  ASSERT_NE(at, std::string::npos) << alone.out;
+  const std::string accuracy = alone.out.substr(at, alone.out.find('\n', at) - at);
+  EXPECT_NE(InstanceLogs("pytorch").find(accuracy), std::string::npos) << accuracy;
+  // The controller got it from the program's last report.
+  EXPECT_NEAR(s["test_accuracy"].get<double>(), std::stod(accuracy.substr(14)), 5e-5) << accuracy;
+  // Each start after the first resumed from a checkpoint the notice made.
+  EXPECT_EQ(s["notices"], 2);
+}
+
+// The DistributedDataParallel example (Gloo, two nodes of one rank) under
+// `spot run`, its gang preempted twice with notices: both ranks save and stop
+// at the same step and start again in the next generation with torchrun's
+// variables for it; the loss curve is that of an uninterrupted two-rank run.
+TEST_F(CommandTest, DdpOverGlooResumesBitForBitUnderNotices) {
+  WriteTrace("zone-a", {{4, 5}});
+  WriteTrace("zone-b", {{0, 4}, {10, 11}});
+  const std::string script = std::string(SPOT_SOURCE_DIR) + "/examples/pytorch-ddp/train.py";
+  const std::string args = fmt::format("--steps 500 --save-every 250 --data {}", kDataset);
+  // Uninterrupted: two ranks started by hand, as torchrun would.
+  auto port = PickFreePort();
+  ASSERT_TRUE(port.ok());
+  ProcessResult alone = RunProcess(
+      {"/bin/sh", "-c",
+       fmt::format("for r in 0 1; do PYTHONPATH={src}/python MASTER_ADDR=127.0.0.1 "
+                   "MASTER_PORT={port} WORLD_SIZE=2 RANK=$r /usr/bin/python3 {script} {args} "
+                   "--checkpoint-dir {dir}/alone-ckpt --loss-log {dir}/alone.csv & done; wait",
+                   fmt::arg("src", SPOT_SOURCE_DIR), fmt::arg("port", *port),
+                   fmt::arg("script", script), fmt::arg("args", args),
+                   fmt::arg("dir", dir_.string()))},
+      (dir_ / "alone").string());
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  auto job = CommandJob("ddp",
+                        fmt::format("/usr/bin/python3 {} {} --loss-log {}", script, args,
+                                    (dir_ / "spot.csv").string()),
+                        2, fmt::format("envs:\n  PYTHONPATH: {}/python\n", SPOT_SOURCE_DIR));
+  ProcessResult r = Spot({"run", job.string()}, "ddp");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json s = Summary("ddp");
+  EXPECT_EQ(s["state"], "SUCCEEDED");
+  EXPECT_EQ(s["preemptions"], 2) << r.out;
+  EXPECT_EQ(s["steps"], 500);
+  EXPECT_EQ(s["steps_redone"], 0) << r.out;
+  EXPECT_EQ(s["program_failures"], 0);
+  const std::string want = ReadText(dir_ / "alone.csv"), got = ReadText(dir_ / "spot.csv");
+  EXPECT_EQ(std::count(want.begin(), want.end(), '\n'), 500);
+  EXPECT_TRUE(want == got) << "the resumed loss curve differs from the uninterrupted one";
+  const size_t at = alone.out.find("test accuracy");
+  ASSERT_NE(at, std::string::npos) << alone.out;
+  EXPECT_NE(InstanceLogs("ddp").find(alone.out.substr(at, alone.out.find('\n', at) - at)),
+            std::string::npos);
 }
 
 // Command job files get the same checks as any: exit 2 naming the field.
