@@ -18,6 +18,7 @@
 #include "core/job_files.h"
 #include "core/logging.h"
 #include "core/net.h"
+#include "core/number_text.h"
 #include "monitor/dashboard.h"
 #include "policy/registry.h"
 
@@ -96,6 +97,7 @@ struct JobRunner::Impl {
   Status MakeProvider(double epoch, double compression);
   Status MakeController(double epoch);
   Status StartApi();
+  Status StartApiOn(int port);
   void LogStart() const;
 };
 
@@ -178,12 +180,34 @@ Status JobRunner::Impl::MakeController(double epoch) {
 }
 
 Status JobRunner::Impl::StartApi() {
+  // A resumed controller takes the port it had when it can: the programs of
+  // a command workload were told that URL (SPOT_CONTROLLER_URL).
+  const std::string port_file = (fs::path(o.state_dir) / "api.port").string();
+  const int configured = static_cast<int>(o.spec.controller.api_port);
+  int port = configured;
+  if (port == 0) {
+    if (auto text = ReadFile(port_file); text.ok()) {
+      auto last = ParseInteger(text->substr(0, text->find('\n')));
+      if (last.ok() && *last > 0 && *last <= 65535) port = static_cast<int>(*last);
+    }
+  }
+  Status started = StartApiOn(port);
+  if (!started.ok() && port != configured) {
+    spdlog::warn("API: port {} of the job's earlier controller: {}; taking another", port,
+                 started.message());
+    started = StartApiOn(configured);
+  }
+  SPOT_RETURN_IF_ERROR(started);
+  return WriteFileAtomically(port_file, std::to_string(api->port()) + "\n");
+}
+
+Status JobRunner::Impl::StartApiOn(int port) {
   const std::string name = o.spec.name;
   Controller* c = controller.get();
   SPOT_ASSIGN_OR_RETURN(
       api,
       ApiServer::Start(store.get(),
-                       {.port = static_cast<int>(o.spec.controller.api_port),
+                       {.port = port,
                         .token_path = (fs::path(o.state_dir) / "api.token").string(),
                         .pages = MonitorPages(*monitor),
                         .report =

@@ -3,12 +3,15 @@
 // shell scripts here: what they do is the point, not what they train),
 // preempted by a replayed market through their metadata endpoints.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
 #include "apps/spot/e2e_support.h"
 #include "apps/spot/test_process.h"
@@ -326,6 +329,44 @@ TEST_F(CommandTest, DdpOverGlooResumesBitForBitUnderNotices) {
   ASSERT_NE(at, std::string::npos) << alone.out;
   EXPECT_NE(InstanceLogs("ddp").find(alone.out.substr(at, alone.out.find('\n', at) - at)),
             std::string::npos);
+}
+
+// SIGKILL of the controller mid-job: the agents and the program run on; the
+// same command resumes the job on the same API port (the URL the program was
+// told), so the program's reports reach the new controller and the job ends.
+TEST_F(CommandTest, AKilledControllerResumesAndTheProgramsReportsReachTheNewOne) {
+  WriteTrace("zone-a", {});
+  const std::string script =
+      std::string(SPOT_SOURCE_DIR) + "/examples/pytorch-fashion-mnist/train.py";
+  auto job = CommandJob("killed",
+                        fmt::format("/usr/bin/python3 {} --steps 400 --save-every 100 --data {} "
+                                    "--slow-step-ms 30",
+                                    script, kDataset),
+                        1, fmt::format("envs:\n  PYTHONPATH: {}/python\n", SPOT_SOURCE_DIR));
+  const fs::path progress = dir_ / "killed" / "progress.json";
+  int64_t step_at_kill = 0;
+  {
+    ChildProcess first({SPOT_BIN, "run", job.string()}, (dir_ / "first").string());
+    for (int i = 0; i < 600; ++i) {
+      auto p = json::parse(ReadText(progress), nullptr, false);
+      if (p.is_object() && p.value("step", 0) >= 50) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    first.Kill(SIGKILL);
+    first.Wait();
+    step_at_kill = json::parse(ReadText(progress), nullptr, false).value("step", int64_t{0});
+  }
+  ASSERT_GE(step_at_kill, 50);
+  ASSERT_LT(step_at_kill, 400) << "the program finished before the kill";
+  const std::string port = ReadText(dir_ / "killed" / "controller" / "api.port");
+  ProcessResult r = Spot({"run", job.string()}, "killed");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json s = Summary("killed");
+  EXPECT_EQ(s["state"], "SUCCEEDED");
+  EXPECT_TRUE(s["resumed"].get<bool>());
+  EXPECT_EQ(s["steps"], 400);
+  EXPECT_EQ(s["launches"], 0) << "the running instance is adopted, not replaced";
+  EXPECT_EQ(ReadText(dir_ / "killed" / "controller" / "api.port"), port);
 }
 
 // Command job files get the same checks as any: exit 2 naming the field.
