@@ -96,6 +96,7 @@ struct JobRunner::Impl {
   Result<double> PrepareRecords();
   Status MakeProvider(double epoch, double compression);
   Status MakeController(double epoch);
+  std::function<TrainingProgress()> ProgressReader() const;
   Status StartApi();
   Status StartApiOn(int port);
   void LogStart() const;
@@ -147,6 +148,27 @@ Status JobRunner::Impl::MakeProvider(double epoch, double compression) {
   return Status::Ok();
 }
 
+// The training's progress: its progress file; for a command workload whose
+// program sends no reports, the step of its newest checkpoint manifest.
+std::function<TrainingProgress()> JobRunner::Impl::ProgressReader() const {
+  const std::string path = files.progress();
+  if (!o.spec.command.enabled()) return [path] { return ReadTrainingProgress(path); };
+  const std::string dir = o.spec.command.checkpoint_dir.empty()
+                              ? (fs::path(o.job_dir) / "checkpoints").string()
+                              : o.spec.command.checkpoint_dir;
+  const std::string job = o.spec.name;
+  return [path, dir, job] {
+    TrainingProgress p = ReadTrainingProgress(path);
+    if (p.known) return p;
+    std::optional<int64_t> step = NewestManifestStep(dir);
+    if (!step) return p;
+    ProgressReport r;
+    r.job = job;
+    r.step = *step;
+    return KnownProgress(r);
+  };
+}
+
 Status JobRunner::Impl::MakeController(double epoch) {
   policy::PolicyRegistry policies;
   policy::RegisterBuiltinPolicies(policies);
@@ -162,6 +184,7 @@ Status JobRunner::Impl::MakeController(double epoch) {
                      .clock = o.clock,
                      .new_job_epoch_unix_s = epoch,
                      .progress_path = files.progress(),
+                     .read_progress = ProgressReader(),
                      .decision_log_path =
                          o.decision_log_path.empty() ? files.decisions() : o.decision_log_path,
                      .on_instance_gone = o.on_instance_gone,

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -122,6 +124,30 @@ Status ReportSink::Take(std::string_view body) {
   std::ofstream(std::filesystem::path(files_.dir) / "reports.jsonl", std::ios::app)
       << line.dump() << "\n";
   return Status::Ok();
+}
+
+std::optional<int64_t> NewestManifestStep(const std::string& checkpoint_dir) {
+  std::optional<int64_t> newest;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(checkpoint_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    // ckpt-<12 digits>.json
+    if (name.size() != 22 || !name.starts_with("ckpt-") || !name.ends_with(".json")) continue;
+    // Zero-padded digits (which ParseInteger, a job file's rule, refuses).
+    int64_t digits = 0;
+    const char* first = name.data() + 5;
+    auto [end, err] = std::from_chars(first, first + 12, digits);
+    if (err != std::errc() || end != first + 12 || (newest && digits <= *newest)) continue;
+    const std::optional<int64_t> step = digits;
+    auto text = ReadFile(e.path().string());
+    if (!text.ok()) continue;
+    auto j = ParseStrictJson(*text, e.path().string());
+    if (!j.ok() || !j->is_object() || j->value("format", "") != "spottrain-ckpt-1") continue;
+    const auto it = j->find("step");
+    if (it == j->end() || !it->is_number_integer() || it->get<int64_t>() != *step) continue;
+    newest = *step;
+  }
+  return newest;
 }
 
 double ReportSink::last_report_unix_s() const {

@@ -36,6 +36,12 @@ struct WorkerReport {
 // (numbers finite, counts >= 0, at most 64 metrics); unknown fields too.
 Result<WorkerReport> ParseWorkerReport(std::string_view body);
 
+// The step of the newest version the Python client's manifests name in a
+// command workload's checkpoint directory (`ckpt-<N:012d>.json` with format
+// "spottrain-ckpt-1"): the program's progress when it sends no reports.
+// nullopt when there is none.
+std::optional<int64_t> NewestManifestStep(const std::string& checkpoint_dir);
+
 class ReportSink {
  public:
   // `job`: the job's name; `files`: its directory; the progress so far is

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include "core/file_io.h"
 
@@ -100,6 +101,27 @@ TEST(WorkerReportTest, KeepsProgressStepLogAndRecordsAcrossARestart) {
   auto records = ReadFile((dir / "reports.jsonl").string());
   ASSERT_TRUE(records.ok());
   EXPECT_EQ(std::count(records->begin(), records->end(), '\n'), 6);
+  fs::remove_all(dir);
+}
+
+// A program that never reports: its progress is the step of the newest
+// checkpoint the Python client's manifests name, damaged ones skipped.
+TEST(WorkerReportTest, NewestManifestStepReadsTheClientsManifests) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("spot_manifests_{}", ::getpid());
+  fs::remove_all(dir);
+  EXPECT_FALSE(NewestManifestStep(dir.string()).has_value());  // no directory
+  fs::create_directories(dir);
+  EXPECT_FALSE(NewestManifestStep(dir.string()).has_value());
+  auto manifest = [&](int64_t step, const std::string& body) {
+    std::ofstream(dir / fmt::format("ckpt-{:012d}.json", step)) << body;
+  };
+  manifest(100, R"({"format":"spottrain-ckpt-1","step":100,"file":"ckpt-000000000100.pt"})");
+  manifest(200, R"({"format":"spottrain-ckpt-1","step":200})");
+  manifest(300, R"({"format":"spottrain-ckpt-1","step":30})");  // its name says 300: not it
+  manifest(400, R"({"format":"spottrain-ckpt-1","step":4)");    // torn
+  manifest(500, R"({"format":"other","step":500})");
+  std::ofstream(dir / "ckpt-000000000600.pt") << "payload without a manifest";
+  EXPECT_EQ(NewestManifestStep(dir.string()), 200);
   fs::remove_all(dir);
 }
 
