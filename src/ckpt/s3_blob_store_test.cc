@@ -27,6 +27,7 @@
 #include "ckpt/store.h"
 #include "ckpt/store_testing.h"
 #include "core/net.h"
+#include "core/number_text.h"
 #include "core/process.h"
 #include "core/temp_dir.h"
 
@@ -300,7 +301,7 @@ TEST_F(S3BlobStoreTest, SigkillDuringCommitsLeavesOneWholeVersion) {
 // closes each).
 class FailingProxy {
  public:
-  explicit FailingProxy(std::string upstream_port) : upstream_(std::stoi(upstream_port)) {
+  explicit FailingProxy(int upstream_port) : upstream_(upstream_port) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -421,7 +422,9 @@ class LogCapture {
 
 TEST_F(S3BlobStoreTest, ThrottlingAndServerErrorsAreRetriedWithBackoff) {
   const std::string endpoint = Moto()->endpoint();
-  FailingProxy proxy(endpoint.substr(endpoint.rfind(':') + 1));
+  auto upstream = ParseInteger(endpoint.substr(endpoint.rfind(':') + 1));
+  ASSERT_TRUE(upstream.ok()) << endpoint;
+  FailingProxy proxy(static_cast<int>(*upstream));
   S3Config cfg = Moto()->Config();
   cfg.endpoint = proxy.endpoint();
   auto s = OpenStore("job", TestOptions(), cfg);

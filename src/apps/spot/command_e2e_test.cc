@@ -16,6 +16,7 @@
 #include "apps/spot/e2e_support.h"
 #include "apps/spot/test_process.h"
 #include "core/net.h"
+#include "core/number_text.h"
 
 namespace spot::testing {
 namespace {
@@ -24,6 +25,12 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr int kTicks = 400;
+
+// The number of a "test accuracy 0.8632 after N steps" line; -1 for another.
+double Accuracy(const std::string& line) {
+  auto v = ParseNumber(line.substr(14, line.find(' ', 14) - 14));
+  return v.ok() ? *v : -1;
+}
 
 class CommandTest : public E2eTest {
  protected:
@@ -145,8 +152,11 @@ TEST_F(CommandTest, NoticesReachTheProgramWhichResumesWhereItSaved) {
     }
     EXPECT_EQ(env["WORLD_SIZE"], "4");
     EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
-    EXPECT_EQ(std::stoi(env["RANK"]),
-              2 * std::stoi(env["NODE_RANK"]) + std::stoi(env["LOCAL_RANK"]));
+    auto number = [&](const char* name) {
+      auto v = ParseInteger(env[name]);
+      return v.ok() ? *v : int64_t{-1};
+    };
+    EXPECT_EQ(number("RANK"), 2 * number("NODE_RANK") + number("LOCAL_RANK")) << e.path();
     EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");
     EXPECT_EQ(env["SPOT_JOB"], "counted");
     EXPECT_EQ(env["SPOT_CHECKPOINT_DIR"], ckpt.string());
@@ -154,7 +164,7 @@ TEST_F(CommandTest, NoticesReachTheProgramWhichResumesWhereItSaved) {
     EXPECT_TRUE(env["SPOT_CONTROLLER_URL"].starts_with("http://127.0.0.1:")) << e.path();
     EXPECT_TRUE(fs::exists(env["SPOT_TOKEN_FILE"])) << e.path();
     EXPECT_TRUE(env["SPOT_NOTICE_FILE"].ends_with("notice.json"));
-    ranks_by_master[env["MASTER_PORT"]].insert(std::stoi(env["RANK"]));
+    ranks_by_master[env["MASTER_PORT"]].insert(static_cast<int>(number("RANK")));
   }
   EXPECT_GE(starts, 12) << "three generations of four ranks";
   for (const auto& [port, ranks] : ranks_by_master) {
@@ -283,7 +293,7 @@ TEST_F(CommandTest, PlainPyTorchResumesBitForBitUnderNotices) {
   const std::string accuracy = alone.out.substr(at, alone.out.find('\n', at) - at);
   EXPECT_NE(InstanceLogs("pytorch").find(accuracy), std::string::npos) << accuracy;
   // The controller got it from the program's last report.
-  EXPECT_NEAR(s["test_accuracy"].get<double>(), std::stod(accuracy.substr(14)), 5e-5) << accuracy;
+  EXPECT_NEAR(s["test_accuracy"].get<double>(), Accuracy(accuracy), 5e-5) << accuracy;
   // Each start after the first resumed from a checkpoint the notice made.
   EXPECT_EQ(s["notices"], 2);
 }
