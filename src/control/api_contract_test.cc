@@ -48,7 +48,7 @@ constexpr double kGap = 60;
 constexpr char kMaxExamples[] = "100";
 constexpr double kRunTimeoutS = 240;
 // The operations (path and method) docs/openapi.yaml describes.
-constexpr int kOperations = 12;
+constexpr int kOperations = 13;
 
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -298,8 +298,8 @@ class ApiContractTest : public ::testing::Test {
   std::vector<market::Trace> zones_;
   ManualClock clock_{kEpoch + 300 / 60.0};
   std::unique_ptr<monitor::MetricsServer> worker_metrics_;
+  std::unique_ptr<JobMonitor> monitor_;
   std::unique_ptr<ReportSink> reports_;
-  std::unique_ptr<ApiServer> api_;
   std::unique_ptr<ApiServer> api_;
   std::mutex mu_;
   int cancels_ = 0;  // GUARDED_BY(mu_)
