@@ -1,0 +1,556 @@
+#include "cloud/ec2_provider.h"
+
+#include <curl/curl.h>
+#include <fmt/format.h>
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "ckpt/s3_client.h"
+#include "core/base64.h"
+
+namespace spot::cloud {
+namespace {
+
+constexpr char kVersion[] = "2016-11-15";
+
+size_t OnBody(char* data, size_t size, size_t n, void* user) {
+  static_cast<std::string*>(user)->append(data, size * n);
+  return size * n;
+}
+
+bool Throttled(const std::string& code) {
+  return code == "RequestLimitExceeded" || code == "Throttling" || code == "ThrottlingException" ||
+         code == "InternalError" || code == "Unavailable" || code == "ServiceUnavailable";
+}
+
+std::string FormEncode(const std::vector<std::pair<std::string, std::string>>& params) {
+  std::string out;
+  for (const auto& [k, v] : params) {
+    if (!out.empty()) out += '&';
+    out += ckpt::UriEncode(k, false) + "=" + ckpt::UriEncode(v, false);
+  }
+  return out;
+}
+
+std::string Name(const xmlNode* n) { return reinterpret_cast<const char*>(n->name); }
+
+std::string Text(const xmlNode* n) {
+  xmlChar* c = xmlNodeGetContent(n);
+  std::string s = c == nullptr ? "" : reinterpret_cast<const char*>(c);
+  xmlFree(c);
+  return s;
+}
+
+const xmlNode* Child(const xmlNode* n, std::string_view name) {
+  if (n == nullptr) return nullptr;
+  for (const xmlNode* c = n->children; c != nullptr; c = c->next) {
+    if (c->type == XML_ELEMENT_NODE && name == Name(c)) return c;
+  }
+  return nullptr;
+}
+
+std::string ChildText(const xmlNode* n, std::string_view name) {
+  const xmlNode* c = Child(n, name);
+  return c == nullptr ? "" : Text(c);
+}
+
+void CollectInstances(const xmlNode* node, std::vector<Ec2InstanceState>* out) {
+  for (const xmlNode* n = node; n != nullptr; n = n->next) {
+    if (n->type != XML_ELEMENT_NODE) continue;
+    if (Name(n) == "item" && Child(n, "instanceId") != nullptr &&
+        Child(n, "instanceState") != nullptr) {
+      Ec2InstanceState s;
+      s.instance_id = ChildText(n, "instanceId");
+      s.state = ChildText(Child(n, "instanceState"), "name");
+      s.reason_code = ChildText(Child(n, "stateReason"), "code");
+      s.reason_message = ChildText(Child(n, "stateReason"), "message");
+      s.zone = ChildText(Child(n, "placement"), "availabilityZone");
+      s.lifecycle = ChildText(n, "instanceLifecycle");
+      if (const xmlNode* tags = Child(n, "tagSet")) {
+        for (const xmlNode* t = tags->children; t != nullptr; t = t->next) {
+          if (t->type == XML_ELEMENT_NODE) s.tags[ChildText(t, "key")] = ChildText(t, "value");
+        }
+      }
+      out->push_back(std::move(s));
+      continue;
+    }
+    CollectInstances(n->children, out);
+  }
+}
+
+bool Ended(const std::string& state) {
+  return state == "shutting-down" || state == "terminated" || state == "stopping" ||
+         state == "stopped";
+}
+
+}  // namespace
+
+Status MapEc2Error(const std::string& action, long http_status, const std::string& code,
+                   const std::string& message) {
+  std::string detail = fmt::format("EC2 {}: HTTP {}", action, http_status);
+  if (!code.empty()) detail += " " + code;
+  if (!message.empty()) detail += ": " + message;
+  if (code == "InsufficientInstanceCapacity" || code == "SpotMaxPriceTooLow" ||
+      code == "MaxSpotInstanceCountExceeded" || code == "InstanceLimitExceeded" ||
+      code == "InsufficientCapacity" || Throttled(code) || http_status >= 500 ||
+      http_status == 429) {
+    return UnavailableError(detail + " (no capacity in this pool now)");
+  }
+  if (code == "UnauthorizedOperation" || code == "AuthFailure" || http_status == 401 ||
+      http_status == 403) {
+    return FailedPreconditionError(fmt::format(
+        "{} (the credentials may not call ec2:{}: check the IAM policy and keys)", detail, action));
+  }
+  if (code.find("NotFound") != std::string::npos) return NotFoundError(detail);
+  return InvalidArgumentError(detail);
+}
+
+Ec2Client::Ec2Client(ckpt::S3Config config, Ec2RetryOptions retry)
+    : config_(std::move(config)), retry_(retry) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (config_.endpoint.empty()) {
+    config_.endpoint = fmt::format("https://ec2.{}.amazonaws.com", config_.region);
+  }
+  curl_ = curl_easy_init();
+}
+
+Ec2Client::~Ec2Client() {
+  if (curl_ != nullptr) curl_easy_cleanup(static_cast<CURL*>(curl_));
+}
+
+Result<std::pair<long, std::string>> Ec2Client::Send(const std::string& body, std::string* error) {
+  CURL* curl = static_cast<CURL*>(curl_);
+  if (curl == nullptr) return InternalError("curl_easy_init failed");
+  curl_easy_reset(curl);
+  std::string response;
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  const std::string url = config_.endpoint + "/";
+  const std::string sigv4 = "aws:amz:" + config_.region + ":ec2";
+  curl_slist* headers = nullptr;
+  headers = curl_slist_append(headers, "Content-Type: application/x-www-form-urlencoded");
+  if (!config_.credentials.session_token.empty()) {
+    const std::string t = "x-amz-security-token: " + config_.credentials.session_token;
+    headers = curl_slist_append(headers, t.c_str());
+  }
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, sigv4.c_str());
+  curl_easy_setopt(curl, CURLOPT_USERNAME, config_.credentials.access_key_id.c_str());
+  curl_easy_setopt(curl, CURLOPT_PASSWORD, config_.credentials.secret_access_key.c_str());
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 120L);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  const CURLcode rc = curl_easy_perform(curl);
+  long status = 0;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  curl_slist_free_all(headers);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
+  ++calls_;
+  if (rc != CURLE_OK) {
+    *error = fmt::format("{}: {}", url, errbuf[0] != 0 ? errbuf : curl_easy_strerror(rc));
+    if (rc == CURLE_URL_MALFORMAT || rc == CURLE_UNSUPPORTED_PROTOCOL) {
+      return InvalidArgumentError(*error);
+    }
+    return UnavailableError(*error);
+  }
+  return std::make_pair(status, std::move(response));
+}
+
+Result<std::string> Ec2Client::Call(const std::string& action,
+                                    std::vector<std::pair<std::string, std::string>> params) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  params.emplace(params.begin(), "Version", kVersion);
+  params.emplace(params.begin(), "Action", action);
+  const std::string body = FormEncode(params);
+  Status last;
+  const int attempts = std::max(1, retry_.max_attempts);
+  for (int attempt = 1; attempt <= attempts; ++attempt) {
+    std::string error;
+    auto got = Send(body, &error);
+    if (got.ok()) {
+      if (got->first / 100 == 2) return std::move(got->second);
+      const std::string code = ckpt::XmlText(got->second, "Code");
+      last = MapEc2Error(action, got->first, code, ckpt::XmlText(got->second, "Message"));
+      if (!(Throttled(code) || got->first >= 500 || got->first == 429)) return last;
+    } else {
+      if (got.status().code() != StatusCode::kUnavailable) {
+        return Status(got.status().code(), "EC2 " + action + ": " + got.status().message());
+      }
+      last = UnavailableError("EC2 " + action + ": " + got.status().message());
+    }
+    if (attempt == attempts) break;
+    const double cap =
+        std::min(retry_.max_backoff_s, retry_.initial_backoff_s * std::pow(2.0, attempt - 1));
+    const double wait = std::uniform_real_distribution<double>(0, cap)(rng);
+    spdlog::warn("{} (attempt {} of {}); retrying in {:.2f} s", last.message(), attempt, attempts,
+                 wait);
+    std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+  }
+  return UnavailableError(fmt::format("{} (gave up after {} attempts)", last.message(), attempts));
+}
+
+std::vector<Ec2InstanceState> ParseEc2Instances(const std::string& xml) {
+  std::vector<Ec2InstanceState> out;
+  if (xml.empty()) return out;
+  xmlDoc* d = xmlReadMemory(xml.data(), static_cast<int>(xml.size()), "ec2.xml", nullptr,
+                            XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+  if (d == nullptr) return out;
+  CollectInstances(xmlDocGetRootElement(d), &out);
+  xmlFreeDoc(d);
+  return out;
+}
+
+std::string ShellQuote(const std::string& word) {
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+Result<std::string> RenderUserData(const BootstrapSpec& s) {
+  if (s.argv.empty()) return InvalidArgumentError("bootstrap: the worker command is empty");
+  auto bad = [](const std::string& v) { return v.find('\0') != std::string::npos; };
+  for (const std::string* v : {&s.job, &s.instance_id, &s.rendezvous_url, &s.checkpoint_location}) {
+    if (bad(*v)) return InvalidArgumentError("bootstrap: a value holds a NUL byte");
+  }
+  std::string out =
+      "#!/bin/bash\n"
+      "# SpotTrain worker bootstrap (EC2 user data). Interruption notices come from\n"
+      "# IMDSv2 on the instance.\n"
+      "set -euo pipefail\n";
+  out += "export SPOT_JOB=" + ShellQuote(s.job) + "\n";
+  out += "export SPOT_INSTANCE_ID=" + ShellQuote(s.instance_id) + "\n";
+  out += "export SPOT_RENDEZVOUS=" + ShellQuote(s.rendezvous_url) + "\n";
+  out += "export SPOT_CHECKPOINT=" + ShellQuote(s.checkpoint_location) + "\n";
+  out += "exec";
+  for (const std::string& a : s.argv) {
+    if (bad(a)) return InvalidArgumentError("bootstrap: a worker argument holds a NUL byte");
+    out += " " + ShellQuote(a);
+  }
+  return out + "\n";
+}
+
+void DeclareFields(Ec2ProviderOptions& o, FieldVisitor& v) {
+  v.Enum("allocation_strategy", &o.allocation_strategy,
+         {"", "lowest-price", "price-capacity-optimized", "capacity-optimized", "diversified"},
+         "CreateFleet (type instant) allocation strategy for spot launches that name no zone; "
+         "empty: RunInstances in the chosen zone");
+  v.Double("poll_interval_s", &o.poll_interval_s, {.min = 1},
+           "simulated seconds between DescribeInstances calls (one call per interval, batched)");
+}
+
+std::string EncodeEc2InstanceData(const std::string& ec2_instance_id) {
+  return nlohmann::json{{"instance_id", ec2_instance_id}}.dump();
+}
+
+Result<std::string> DecodeEc2InstanceData(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("instance_id") || !j["instance_id"].is_string()) {
+    return InvalidArgumentError("EC2 provider data '" + text +
+                                "': want {\"instance_id\": \"i-...\"}");
+  }
+  return j["instance_id"].get<std::string>();
+}
+
+Ec2Provider::Ec2Provider(std::unique_ptr<Ec2Client> client, Ec2ProviderOptions options)
+    : opt_(std::move(options)), client_(std::move(client)) {}
+
+Result<std::string> Ec2Provider::LaunchTemplate() {
+  if (!template_name_.empty()) return template_name_;
+  // Named by the settings it holds (FNV-1a), so a changed setting gets a new one.
+  std::string settings = opt_.image_id + '\n' + opt_.user_data + '\n' + opt_.key_name + '\n' +
+                         opt_.iam_instance_profile;
+  for (const std::string& g : opt_.security_group_ids) settings += '\n' + g;
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : settings) h = (h ^ c) * 1099511628211ull;
+  const std::string name = fmt::format("spot-{}-{:016x}", opt_.job, h);
+  std::vector<std::pair<std::string, std::string>> p = {
+      {"LaunchTemplateName", name},
+      {"LaunchTemplateData.ImageId", opt_.image_id},
+      {"LaunchTemplateData.MetadataOptions.HttpTokens", "required"}};
+  if (!opt_.user_data.empty()) {
+    p.emplace_back("LaunchTemplateData.UserData", Base64Encode(opt_.user_data));
+  }
+  for (size_t i = 0; i < opt_.security_group_ids.size(); ++i) {
+    p.emplace_back(fmt::format("LaunchTemplateData.SecurityGroupId.{}", i + 1),
+                   opt_.security_group_ids[i]);
+  }
+  if (!opt_.key_name.empty()) p.emplace_back("LaunchTemplateData.KeyName", opt_.key_name);
+  if (!opt_.iam_instance_profile.empty()) {
+    p.emplace_back("LaunchTemplateData.IamInstanceProfile.Name", opt_.iam_instance_profile);
+  }
+  Result<std::string> made = client_->Call("CreateLaunchTemplate", p);
+  // Made by an earlier controller of this job with the same settings: use it.
+  if (!made.ok() && made.status().message().find("AlreadyExists") == std::string::npos) {
+    return made.status();
+  }
+  template_name_ = name;
+  return template_name_;
+}
+
+Result<InstanceView> Ec2Provider::Launch(const InstanceSpec& spec, double now_s) {
+  if (spec.id.empty()) return InvalidArgumentError("EC2 launch: the instance id is empty");
+  if (instances_.count(spec.id)) {
+    return InvalidArgumentError("EC2 launch: instance '" + spec.id + "' exists already");
+  }
+  if (opt_.image_id.empty()) return InvalidArgumentError("EC2 launch: image_id (AMI) is not set");
+  if (spec.instance_type.empty()) {
+    return InvalidArgumentError("EC2 launch of '" + spec.id + "': no instance type");
+  }
+  std::vector<std::pair<std::string, std::string>> tags = {{"spot:job", opt_.job},
+                                                           {"spot:instance", spec.id}};
+  std::string xml;
+  const bool fleet = spec.spot && spec.zone_name.empty() && !opt_.allocation_strategy.empty();
+  if (fleet) {
+    SPOT_ASSIGN_OR_RETURN(std::string tmpl, LaunchTemplate());
+    std::vector<std::pair<std::string, std::string>> p = {
+        {"Type", "instant"},
+        {"TargetCapacitySpecification.TotalTargetCapacity", "1"},
+        {"TargetCapacitySpecification.DefaultTargetCapacityType", "spot"},
+        {"SpotOptions.AllocationStrategy", opt_.allocation_strategy},
+        {"LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateName", tmpl},
+        {"LaunchTemplateConfigs.1.LaunchTemplateSpecification.Version", "$Latest"},
+        {"LaunchTemplateConfigs.1.Overrides.1.InstanceType", spec.instance_type},
+        {"TagSpecification.1.ResourceType", "instance"}};
+    if (!opt_.subnet_id.empty()) {
+      p.emplace_back("LaunchTemplateConfigs.1.Overrides.1.SubnetId", opt_.subnet_id);
+    }
+    if (spec.max_price > 0) {
+      p.emplace_back("SpotOptions.MaxTotalPrice", fmt::format("{:.5f}", spec.max_price));
+    }
+    for (size_t i = 0; i < tags.size(); ++i) {
+      p.emplace_back(fmt::format("TagSpecification.1.Tag.{}.Key", i + 1), tags[i].first);
+      p.emplace_back(fmt::format("TagSpecification.1.Tag.{}.Value", i + 1), tags[i].second);
+    }
+    SPOT_ASSIGN_OR_RETURN(xml, client_->Call("CreateFleet", p));
+  } else {
+    std::vector<std::pair<std::string, std::string>> p = {
+        {"ImageId", opt_.image_id},
+        {"InstanceType", spec.instance_type},
+        {"MinCount", "1"},
+        {"MaxCount", "1"},
+        {"ClientToken", opt_.job + "/" + spec.id},
+        {"TagSpecification.1.ResourceType", "instance"}};
+    for (size_t i = 0; i < tags.size(); ++i) {
+      p.emplace_back(fmt::format("TagSpecification.1.Tag.{}.Key", i + 1), tags[i].first);
+      p.emplace_back(fmt::format("TagSpecification.1.Tag.{}.Value", i + 1), tags[i].second);
+    }
+    if (!spec.zone_name.empty()) p.emplace_back("Placement.AvailabilityZone", spec.zone_name);
+    if (!opt_.subnet_id.empty()) p.emplace_back("SubnetId", opt_.subnet_id);
+    for (size_t i = 0; i < opt_.security_group_ids.size(); ++i) {
+      p.emplace_back(fmt::format("SecurityGroupId.{}", i + 1), opt_.security_group_ids[i]);
+    }
+    if (!opt_.key_name.empty()) p.emplace_back("KeyName", opt_.key_name);
+    if (!opt_.iam_instance_profile.empty()) {
+      p.emplace_back("IamInstanceProfile.Name", opt_.iam_instance_profile);
+    }
+    if (!opt_.user_data.empty()) p.emplace_back("UserData", Base64Encode(opt_.user_data));
+    // IMDSv2 only: the worker reads its notices with a session token.
+    p.emplace_back("MetadataOptions.HttpTokens", "required");
+    if (spec.spot) {
+      p.emplace_back("InstanceMarketOptions.MarketType", "spot");
+      p.emplace_back("InstanceMarketOptions.SpotOptions.SpotInstanceType", "one-time");
+      p.emplace_back("InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior", "terminate");
+      if (spec.max_price > 0) {
+        p.emplace_back("InstanceMarketOptions.SpotOptions.MaxPrice",
+                       fmt::format("{:.5f}", spec.max_price));
+      }
+    }
+    SPOT_ASSIGN_OR_RETURN(xml, client_->Call("RunInstances", p));
+  }
+  std::string ec2_id;
+  if (fleet) {
+    std::vector<std::string> ids = ckpt::XmlTexts(xml, "instanceIds", "item");
+    if (ids.empty()) {
+      const std::string code = ckpt::XmlText(xml, "errorCode");
+      return MapEc2Error("CreateFleet", 200, code.empty() ? "NoInstance" : code,
+                         ckpt::XmlText(xml, "errorMessage"));
+    }
+    ec2_id = ids.front();
+  } else {
+    std::vector<Ec2InstanceState> got = ParseEc2Instances(xml);
+    if (got.empty()) return InternalError("EC2 RunInstances: no instance in the answer");
+    ec2_id = got.front().instance_id;
+  }
+  Instance inst;
+  inst.view.spec = spec;
+  inst.view.provider_data = EncodeEc2InstanceData(ec2_id);
+  inst.view.launched_s = now_s;
+  inst.ec2_id = ec2_id;
+  spdlog::info("EC2: launched {} as {} ({} {}{})", spec.id, ec2_id, spec.instance_type,
+               spec.spot ? "spot" : "on-demand",
+               spec.zone_name.empty() ? "" : " in " + spec.zone_name);
+  InstanceView view = inst.view;
+  instances_[spec.id] = std::move(inst);
+  return view;
+}
+
+Status Ec2Provider::Terminate(const std::string& id, double now_s) {
+  auto it = instances_.find(id);
+  if (it == instances_.end()) return NotFoundError("EC2: no instance '" + id + "'");
+  Instance& inst = it->second;
+  if (inst.view.state != InstanceState::kRunning) return Status::Ok();
+  inst.terminating = true;
+  Result<std::string> r = client_->Call("TerminateInstances", {{"InstanceId.1", inst.ec2_id}});
+  if (!r.ok() && r.status().code() != StatusCode::kNotFound) {
+    inst.terminating = false;
+    return r.status();
+  }
+  inst.view.state = InstanceState::kTerminated;
+  inst.view.process_running = false;
+  inst.view.ended_s = now_s;
+  return Status::Ok();
+}
+
+std::vector<InstanceView> Ec2Provider::List() const {
+  std::vector<InstanceView> out;
+  for (const auto& [id, inst] : instances_) out.push_back(inst.view);
+  return out;
+}
+
+std::vector<ProviderEvent> Ec2Provider::Poll(double now_s) {
+  std::vector<ProviderEvent> events;
+  if (now_s - last_poll_s_ < opt_.poll_interval_s) return events;
+  std::vector<std::pair<std::string, std::string>> p;
+  std::map<std::string, Instance*> by_ec2;
+  for (auto& [id, inst] : instances_) {
+    if (inst.view.state != InstanceState::kRunning) continue;
+    by_ec2[inst.ec2_id] = &inst;
+    p.emplace_back(fmt::format("InstanceId.{}", by_ec2.size()), inst.ec2_id);
+  }
+  last_poll_s_ = now_s;
+  if (by_ec2.empty()) return events;
+  Result<std::string> xml = client_->Call("DescribeInstances", p);
+  if (!xml.ok()) {
+    spdlog::warn("EC2 poll: {}", xml.status().message());
+    return events;
+  }
+  std::set<std::string> seen;
+  for (const Ec2InstanceState& s : ParseEc2Instances(*xml)) {
+    seen.insert(s.instance_id);
+    auto it = by_ec2.find(s.instance_id);
+    if (it == by_ec2.end() || !Ended(s.state)) continue;
+    Instance& inst = *it->second;
+    inst.view.state = InstanceState::kPreempted;
+    inst.view.process_running = false;
+    inst.view.ended_s = now_s;
+    std::string why = s.reason_code.empty() ? s.state : s.reason_code;
+    if (!s.reason_message.empty()) why += ": " + s.reason_message;
+    events.push_back({ProviderEvent::Kind::kPreempted, inst.view.spec.id, now_s,
+                      fmt::format("{} ({}) {}: {}", inst.ec2_id, inst.view.spec.id, s.state, why)});
+  }
+  for (auto& [ec2_id, inst] : by_ec2) {
+    if (seen.count(ec2_id) || inst->view.state != InstanceState::kRunning) continue;
+    inst->view.state = InstanceState::kPreempted;
+    inst->view.process_running = false;
+    inst->view.ended_s = now_s;
+    events.push_back({ProviderEvent::Kind::kPreempted, inst->view.spec.id, now_s,
+                      ec2_id + " is gone (not in DescribeInstances)"});
+  }
+  return events;
+}
+
+Status Ec2Provider::Adopt(const InstanceView& recorded, double now_s) {
+  const std::string& id = recorded.spec.id;
+  std::string ec2_id;
+  if (!recorded.provider_data.empty()) {
+    SPOT_ASSIGN_OR_RETURN(ec2_id, DecodeEc2InstanceData(recorded.provider_data));
+  }
+  Result<std::string> xml =
+      ec2_id.empty() ? client_->Call("DescribeInstances", {{"Filter.1.Name", "tag:spot:instance"},
+                                                           {"Filter.1.Value.1", id},
+                                                           {"Filter.2.Name", "tag:spot:job"},
+                                                           {"Filter.2.Value.1", opt_.job}})
+                     : client_->Call("DescribeInstances", {{"InstanceId.1", ec2_id}});
+  Instance inst;
+  inst.view = recorded;
+  if (!xml.ok() && xml.status().code() != StatusCode::kNotFound) return xml.status();
+  std::vector<Ec2InstanceState> got;
+  if (xml.ok()) got = ParseEc2Instances(*xml);
+  const Ec2InstanceState* live = nullptr;
+  for (const Ec2InstanceState& s : got) {
+    if (!Ended(s.state)) live = &s;
+  }
+  if (live == nullptr) {
+    inst.ec2_id = ec2_id;
+    inst.view.state = InstanceState::kLost;
+    inst.view.process_running = false;
+    inst.view.ended_s = now_s;
+    instances_[id] = std::move(inst);
+    return NotFoundError(
+        fmt::format("EC2: instance '{}' ({}) is gone", id, ec2_id.empty() ? "by its tag" : ec2_id));
+  }
+  inst.ec2_id = live->instance_id;
+  inst.view.provider_data = EncodeEc2InstanceData(inst.ec2_id);
+  inst.view.state = InstanceState::kRunning;
+  instances_[id] = std::move(inst);
+  return Status::Ok();
+}
+
+Result<std::vector<Ec2SpotPrice>> DescribeSpotPrices(Ec2Client& client,
+                                                     const std::string& instance_type,
+                                                     const std::vector<std::string>& zones,
+                                                     const std::string& start_time) {
+  std::vector<Ec2SpotPrice> out;
+  std::string token;
+  for (int page = 0; page < 1000; ++page) {
+    std::vector<std::pair<std::string, std::string>> p = {{"InstanceType.1", instance_type},
+                                                          {"ProductDescription.1", "Linux/UNIX"}};
+    if (!start_time.empty()) p.emplace_back("StartTime", start_time);
+    if (zones.size() == 1) p.emplace_back("AvailabilityZone", zones.front());
+    if (!token.empty()) p.emplace_back("NextToken", token);
+    SPOT_ASSIGN_OR_RETURN(std::string xml, client.Call("DescribeSpotPriceHistory", p));
+    std::vector<std::string> zs = ckpt::XmlTexts(xml, "item", "availabilityZone");
+    std::vector<std::string> types = ckpt::XmlTexts(xml, "item", "instanceType");
+    std::vector<std::string> prices = ckpt::XmlTexts(xml, "item", "spotPrice");
+    std::vector<std::string> times = ckpt::XmlTexts(xml, "item", "timestamp");
+    const size_t n = std::min({zs.size(), types.size(), prices.size(), times.size()});
+    for (size_t i = 0; i < n; ++i) {
+      if (!zones.empty() && std::find(zones.begin(), zones.end(), zs[i]) == zones.end()) continue;
+      char* end = nullptr;
+      const double price = std::strtod(prices[i].c_str(), &end);
+      if (end == prices[i].c_str() || *end != '\0' || !std::isfinite(price) || price < 0) {
+        return InvalidArgumentError(
+            fmt::format("EC2 DescribeSpotPriceHistory: spot price '{}' of {} in {} is not a price",
+                        prices[i], types[i], zs[i]));
+      }
+      out.push_back({zs[i], types[i], price, times[i]});
+    }
+    token = ckpt::XmlText(xml, "nextToken");
+    if (token.empty()) break;
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> OfferedZones(Ec2Client& client, const std::string& instance_type) {
+  std::vector<std::string> out;
+  std::string token;
+  for (int page = 0; page < 1000; ++page) {
+    std::vector<std::pair<std::string, std::string>> p = {{"LocationType", "availability-zone"},
+                                                          {"Filter.1.Name", "instance-type"},
+                                                          {"Filter.1.Value.1", instance_type}};
+    if (!token.empty()) p.emplace_back("NextToken", token);
+    SPOT_ASSIGN_OR_RETURN(std::string xml, client.Call("DescribeInstanceTypeOfferings", p));
+    for (std::string& z : ckpt::XmlTexts(xml, "item", "location")) out.push_back(std::move(z));
+    token = ckpt::XmlText(xml, "nextToken");
+    if (token.empty()) break;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace spot::cloud
