@@ -5,9 +5,11 @@ folder, under the leave-one-out and time-split protocols of `spot sim eval`
 where a series exists.
 
 Usage: bench/spotsim_leaderboard.py [--spot build/bin/spot] [--data ../shared/data]
-           [--out build/leaderboard] [--samples 300] [--policies od,greedy,up,hazard-up,forecast-up]
+           [--out build/leaderboard] [--samples 300] [--policies od,greedy,up,hazard-up,forecast-up,mdp]
 Writes DIR/<folder>.<protocol>.json (the command's JSON) and prints the
-leaderboard as Markdown tables, with the wall time of the whole run.
+leaderboard as Markdown tables, with the wall time of the whole run and
+mdp's decision time per tick against the tick (one zone, in-sample runs
+with and without it: simulation included, so an upper bound).
 """
 import argparse
 import json
@@ -60,6 +62,31 @@ def run(args, folder, prices, job, protocol):
     return json.loads(p.stdout), time.monotonic() - t0
 
 
+def decision_time(args):
+    """An upper bound on mdp's seconds per decision (simulation included) on
+    the 195 s aws-v100-2023-02 us-east-1a trace, from two in-sample evals
+    that differ only by mdp; and the tick."""
+    folder, prices, job = FOLDERS[1]
+    trace = os.path.join(args.data, folder, "us-east-1a_v100_1.json")
+    if not os.path.exists(trace):
+        return None
+    base = [args.spot, "sim", "eval", "--protocol", "in-sample", "--samples", str(args.samples),
+            "--format", "json", "--trace", trace, "--compute-hours", "48",
+            "--deadline-hours", "60", "--changeover-hours", "0.2", "--ondemand-price",
+            str(job["k"]), "--prices", os.path.join(args.data, prices)]
+    secs = []
+    for policies in ("od,up", "od,up,mdp"):
+        p = subprocess.run(base + ["--policies", policies], capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"{' '.join(base)}\nexit {p.returncode}: {p.stderr}")
+        secs.append(json.loads(p.stdout)["seconds"])
+    gap = 195.0
+    # Every job runs at least C = 48 h of ticks: counting only those (and the
+    # simulation with the decisions) bounds the time per decision from above.
+    ticks = args.samples * 48 * 3600 / gap
+    return max(secs[1] - secs[0], 0) / ticks, gap
+
+
 def ratio(s):
     r = s["ratio_to_up"]
     return f"{r['mean']:.4f} [{r['ci95'][0]:.4f}, {r['ci95'][1]:.4f}]"
@@ -71,7 +98,7 @@ def main():
     ap.add_argument("--data", default="../shared/data")
     ap.add_argument("--out", default="build/leaderboard")
     ap.add_argument("--samples", type=int, default=300)
-    ap.add_argument("--policies", default="od,greedy,up,hazard-up,forecast-up")
+    ap.add_argument("--policies", default="od,greedy,up,hazard-up,forecast-up,mdp")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     policies = [p for p in args.policies.split(",") if p != "up"]
@@ -130,6 +157,11 @@ def main():
                 if s["fitted"]:
                     params = ", ".join(f"{k}={v}" for k, v in s["params"].items())
                     print(f"| {folder} | {protocol} | {m['name']} | {p} | {params} |")
+    dt = decision_time(args)
+    if dt:
+        per_tick, gap = dt
+        print(f"\nmdp decision time per tick (at most; simulation included): {per_tick * 1e6:.1f} us, "
+              f"{per_tick / gap:.2e} of a {gap:.0f} s tick")
     runs = sum(j["simulated_runs"] for _, _, j, _ in results)
     print(f"\nWall time of the whole leaderboard: {total:.1f} s ({runs} simulated runs, "
           f"{args.samples} starts per market part)")

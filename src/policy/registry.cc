@@ -6,6 +6,7 @@
 #include "policy/fleet_up.h"
 #include "policy/forecast_aware.h"
 #include "policy/hazard_up.h"
+#include "policy/mdp_policy.h"
 #include "policy/omniscient.h"
 #include "policy/uniform_progress.h"
 
@@ -94,6 +95,10 @@ void RegisterBuiltinPolicies(PolicyRegistry& r) {
        &MakeOmniscientPolicy);
   with("hazard-up", "ours: UP whose spot use follows the zones' history (survival, hour of day)",
        &MakeHazardUpPolicy);
+  with("mdp",
+       "ours: plans over a Markov chain of availability fitted to the market's history (hazard "
+       "by run age, spot price), solved backward as a decision process; UP's safety net",
+       &MakeMdpPolicy);
   with("forecast-up",
        "ours: UP acting on forecasts (zone by price and preemption risk, moves before a predicted "
        "preemption, waits for spot predicted to return or a predicted price drop when slack "
@@ -112,6 +117,9 @@ void RegisterBuiltinPolicies(PolicyRegistry& r) {
   // it (1: never waits), and the price drop worth waiting for (1: never).
   (void)r.SetTunables("forecast-up", {{"spot_wait_probability", {"0.5", "0.8", "1"}},
                                       {"price_drop", {"0.1", "0.25", "1"}}});
+  // mdp: how far back the chain looks, and how much it trusts spot runs.
+  (void)r.SetTunables("mdp",
+                      {{"history_window_hours", {"336", "72"}}, {"spot_hazard_scale", {"1", "2"}}});
 }
 
 }  // namespace spot::policy

@@ -1,0 +1,190 @@
+#include "policy/mdp_solver.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+
+namespace spot::policy {
+namespace {
+
+constexpr int kModes = 3;  // idle, spot, on-demand: the MdpAction values
+constexpr int kIdle = 0, kSpot = 1, kOd = 2;
+constexpr double kEps = 1e-9;
+
+// One successor of a chain state and its chance.
+struct Next {
+  int state;
+  double p;
+};
+
+// The successors of `s` over one step: the run goes on (older, or the same
+// bucket) or flips to the other side's first bucket.
+std::array<Next, 3> Successors(const AvailabilityChain& c, int s) {
+  double live = c.survive[s], adv = AdvanceChance(s);
+  int flip = IsUp(s) ? kAgeBuckets : 0;
+  return {Next{adv > 0 ? s + 1 : s, live * adv}, Next{s, live * (1 - adv)}, Next{flip, 1 - live}};
+}
+
+// The backward induction; fills action[] and the values at step 0.
+class Solver {
+ public:
+  Solver(const AvailabilityChain& chain, const JobSpec& job, const MdpGrid& grid, int64_t steps,
+         int64_t net_cell)
+      : c_(chain), job_(job), g_(grid), steps_(steps), net_(net_cell) {
+    q_ = g_.step_hours / g_.cells_per_step;
+    cd_ = static_cast<int64_t>(std::lround(job.changeover_hours / q_));
+    half_ = std::max<int64_t>(1, g_.cells_per_step / 2);
+    width_ = (net_ + 1) * kModes * kChainStates;
+  }
+
+  void Run(std::vector<uint8_t>& action, std::vector<double>& start_value) {
+    std::vector<double> next(width_, 0), cur(width_, 0);
+    action.assign(static_cast<size_t>(steps_) * width_, kOd);
+    for (int64_t i = steps_ - 1; i >= 0; --i) {
+      for (int64_t x = 0; x <= net_; ++x) {
+        for (int m = 0; m < kModes; ++m) {
+          for (int s = 0; s < kChainStates; ++s) {
+            size_t at = Cell(x, m, s);
+            auto [v, a] = Best(next, i, x, m, s);
+            cur[at] = v;
+            action[static_cast<size_t>(i) * width_ + at] = static_cast<uint8_t>(a);
+          }
+        }
+      }
+      std::swap(cur, next);
+    }
+    start_value.resize(kChainStates);
+    for (int s = 0; s < kChainStates; ++s)
+      start_value[s] = net_ >= 0 ? next[Cell(0, kIdle, s)] : Forced(0, 0, kIdle);
+  }
+
+ private:
+  size_t Cell(int64_t x, int m, int s) const {
+    return static_cast<size_t>((x * kModes + m) * kChainStates + s);
+  }
+  double Work(int64_t i, int64_t x) const {
+    return job_.compute_hours -
+           (static_cast<double>(i) * g_.step_hours - static_cast<double>(x) * q_);
+  }
+  // The safety net's cost: the rest on on-demand.
+  double Forced(int64_t i, int64_t x, int m) const {
+    double w = Work(i, x);
+    if (w <= kEps) return 0;
+    return job_.ondemand_price * (w + (m == kOd ? 0 : job_.changeover_hours));
+  }
+  // Value of (i, x, m, s) with i the step after the current one.
+  double Value(const std::vector<double>& next, int64_t i, int64_t x, int m, int s) const {
+    if (Work(i, x) <= kEps) return 0;
+    if (x > net_ || i >= steps_) return Forced(i, x, m);
+    return next[Cell(x, m, s)];
+  }
+  double Expect(const std::vector<double>& next, int64_t i, int64_t x, int m, int s) const {
+    double e = 0;
+    for (const Next& n : Successors(c_, s)) {
+      if (n.p > 0) e += n.p * Value(next, i + 1, x, m, n.state);
+    }
+    return e;
+  }
+
+  // Spot from (i, x, m, s), s up: billed at the chain's price; taken back
+  // halfway through the step when the chain goes down.
+  double SpotValue(const std::vector<double>& next, int64_t i, int64_t x, int m, int s,
+                   double w) const {
+    const double d = job_.changeover_hours, step = g_.step_hours, p = c_.spot_price;
+    bool enter = m != kSpot;
+    double need = w + (enter ? d : 0);
+    if (need <= step) return p * need;
+    int64_t x1 = x + (enter ? cd_ : 0);
+    double v = 0;
+    for (const Next& n : Successors(c_, s)) {
+      if (n.p <= 0) continue;
+      v += IsUp(n.state) ? n.p * (p * step + Value(next, i + 1, x1, kSpot, n.state))
+                         : n.p * (p * step / 2 + Value(next, i + 1, x1 + half_, kIdle, n.state));
+    }
+    return v;
+  }
+
+  std::pair<double, int> Best(const std::vector<double>& next, int64_t i, int64_t x, int m,
+                              int s) const {
+    const double w = Work(i, x), d = job_.changeover_hours, step = g_.step_hours;
+    if (w <= kEps) return {0, kIdle};
+    if (m == kSpot && !IsUp(s)) m = kIdle;  // taken back: holds nothing
+    // Candidates in order of preference on (near) ties: spot, idle (waiting
+    // keeps options), on-demand.
+    double best = std::numeric_limits<double>::infinity();
+    int act = kOd;
+    auto consider = [&](double v, int a) {
+      if (v < best - kEps) best = v, act = a;
+    };
+    if (IsUp(s)) consider(SpotValue(next, i, x, m, s, w), kSpot);
+    consider(Expect(next, i, x + g_.cells_per_step, kIdle, s), kIdle);
+    bool enter = m != kOd;
+    double k = job_.ondemand_price, need = w + (enter ? d : 0);
+    consider(need <= step ? k * need : k * step + Expect(next, i, x + (enter ? cd_ : 0), kOd, s),
+             kOd);
+    return {best, act};
+  }
+
+  const AvailabilityChain& c_;
+  const JobSpec& job_;
+  const MdpGrid& g_;
+  int64_t steps_, net_;
+  double q_ = 0;
+  int64_t cd_ = 0, half_ = 1;
+  size_t width_ = 0;
+};
+
+}  // namespace
+
+MdpSolution::MdpSolution(const AvailabilityChain& chain, const JobSpec& job, const MdpGrid& grid)
+    : job_(job), grid_(grid) {
+  steps_ = std::max<int64_t>(
+      1, static_cast<int64_t>(std::ceil(job.deadline_hours / grid.step_hours - kEps)));
+  double q = grid.step_hours / grid.cells_per_step;
+  double room = job.deadline_hours - job.compute_hours - 2 * job.changeover_hours;
+  net_cell_ = room < 0 ? -1 : static_cast<int64_t>(std::floor(room / q + kEps));
+  Solver(chain, job, grid, steps_, net_cell_).Run(action_, start_value_);
+}
+
+size_t MdpSolution::Index(int64_t i, int64_t x, int mode, int state) const {
+  size_t width = static_cast<size_t>(net_cell_ + 1) * kModes * kChainStates;
+  return static_cast<size_t>(i) * width +
+         static_cast<size_t>((x * kModes + mode) * kChainStates + state);
+}
+
+MdpAction MdpSolution::Act(double time_hours, double deficit_hours, InstanceKind held,
+                           int state) const {
+  double q = grid_.step_hours / grid_.cells_per_step;
+  int64_t x = std::max<int64_t>(0, std::llround(deficit_hours / q));
+  if (x > net_cell_) return MdpAction::kOnDemand;
+  int64_t i = std::clamp<int64_t>(
+      static_cast<int64_t>(std::floor(time_hours / grid_.step_hours + kEps)), 0, steps_ - 1);
+  int mode = held == InstanceKind::kSpot ? kSpot : held == InstanceKind::kOnDemand ? kOd : kIdle;
+  if (mode == kSpot && !IsUp(state)) mode = kIdle;
+  return static_cast<MdpAction>(action_[Index(i, x, mode, state)]);
+}
+
+std::shared_ptr<const MdpSolution> SolveMdp(const AvailabilityChain& chain, const JobSpec& job,
+                                            const MdpGrid& grid) {
+  std::vector<double> key(chain.survive.begin(), chain.survive.end());
+  key.insert(key.end(),
+             {chain.spot_price, job.compute_hours, job.deadline_hours, job.changeover_hours,
+              job.ondemand_price, grid.step_hours, static_cast<double>(grid.cells_per_step)});
+  static std::mutex mu;
+  static std::map<std::vector<double>, std::shared_ptr<const MdpSolution>> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  auto solution = std::make_shared<const MdpSolution>(chain, job, grid);
+  std::lock_guard<std::mutex> lock(mu);
+  // Bounded: a solution is a few MB; starts of one market reuse a handful.
+  if (cache.size() >= 16) cache.clear();
+  cache.emplace(std::move(key), solution);
+  return solution;
+}
+
+}  // namespace spot::policy
