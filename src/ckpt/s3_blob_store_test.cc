@@ -343,7 +343,11 @@ class FailingProxy {
         std::string lower = req.substr(0, end);
         for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
         const size_t cl = lower.find("\r\ncontent-length:");
-        if (cl != std::string::npos) length = std::stoul(lower.substr(cl + 17));
+        if (cl != std::string::npos) {
+          const size_t from = lower.find_first_not_of(' ', cl + 17);
+          auto n = ParseInteger(lower.substr(from, lower.find('\r', from) - from));
+          if (n.ok() && *n >= 0) length = static_cast<size_t>(*n);
+        }
         need = end + 4 + length;
       }
     }
