@@ -1,14 +1,22 @@
 #include "ckpt/s3_testing.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 #include "ckpt/s3_client.h"
 #include "core/file_io.h"
 #include "core/net.h"
+#include "core/number_text.h"
 #include "core/process.h"
 
 namespace spot::ckpt {
@@ -68,6 +76,7 @@ Result<std::unique_ptr<MotoServer>> MotoServer::Start(const MotoOptions& o) {
   }
   std::unique_ptr<MotoServer> m(new MotoServer());
   SPOT_ASSIGN_OR_RETURN(int port, PickFreePort());
+  m->port_ = port;
   m->endpoint_ = fmt::format("http://127.0.0.1:{}", port);
   std::vector<std::pair<std::string, std::string>> env = {
       {"S3_UPLOAD_PART_MIN_SIZE", std::to_string(o.min_part_size)}};
@@ -113,6 +122,117 @@ S3Config MotoServer::Config() const {
 Status MotoServer::CreateBucket(const std::string& bucket) const {
   S3Client client(Config(), bucket, S3RetryOptions{});
   return client.Send({.method = "PUT", .what = "CreateBucket"}).status();
+}
+
+namespace {
+
+// One HTTP request: headers, then Content-Length bytes of body.
+std::string ReadRequest(int fd) {
+  std::string req;
+  char buf[65536];
+  size_t need = std::string::npos;
+  while (need == std::string::npos || req.size() < need) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    req.append(buf, static_cast<size_t>(n));
+    const size_t end = req.find("\r\n\r\n");
+    if (need == std::string::npos && end != std::string::npos) {
+      size_t length = 0;
+      std::string lower = req.substr(0, end);
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const size_t cl = lower.find("\r\ncontent-length:");
+      if (cl != std::string::npos) {
+        const size_t from = lower.find_first_not_of(' ', cl + 17);
+        auto v = ParseInteger(lower.substr(from, lower.find('\r', from) - from));
+        if (v.ok() && *v >= 0) length = static_cast<size_t>(*v);
+      }
+      need = end + 4 + length;
+    }
+  }
+  return req;
+}
+
+void WriteAll(int fd, std::string_view s) {
+  while (!s.empty()) {
+    ssize_t n = ::write(fd, s.data(), s.size());
+    if (n <= 0) return;
+    s.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+sockaddr_in Loopback(int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  return a;
+}
+
+}  // namespace
+
+FailingProxy::FailingProxy(int upstream_port, ErrorBody error_body)
+    : upstream_(upstream_port), error_body_(std::move(error_body)) {
+  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a = Loopback(0);
+  socklen_t len = sizeof(a);
+  if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::listen(fd_, 16) != 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return;  // ok() is false
+  }
+  port_ = ntohs(a.sin_port);
+  thread_ = std::thread([this] { Serve(); });
+}
+
+FailingProxy::~FailingProxy() {
+  stop_ = true;
+  if (fd_ >= 0) {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void FailingProxy::Fail(int status, const std::string& code, int times) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (int i = 0; i < times; ++i) canned_.emplace_back(status, code);
+}
+
+void FailingProxy::Serve() {
+  while (!stop_) {
+    int c = ::accept(fd_, nullptr, nullptr);
+    if (c < 0) return;
+    std::string req = ReadRequest(c);
+    ++requests_;
+    std::optional<std::pair<int, std::string>> fail;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!canned_.empty()) {
+        fail = canned_.front();
+        canned_.pop_front();
+      }
+    }
+    if (fail) {
+      const std::string body = error_body_(fail->second);
+      WriteAll(c, fmt::format("HTTP/1.1 {} Injected\r\nContent-Length: {}\r\nConnection: "
+                              "close\r\n\r\n{}",
+                              fail->first, body.size(), body));
+    } else {
+      // One request per upstream connection: ask the server to close it.
+      const size_t eol = req.find("\r\n");
+      if (eol != std::string::npos) req.insert(eol + 2, "Connection: close\r\n");
+      int u = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in a = Loopback(upstream_);
+      if (u >= 0 && ::connect(u, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+        WriteAll(u, req);
+        char buf[65536];
+        for (ssize_t n; (n = ::read(u, buf, sizeof(buf))) > 0;) {
+          WriteAll(c, {buf, static_cast<size_t>(n)});
+        }
+      }
+      if (u >= 0) ::close(u);
+    }
+    ::close(c);
+  }
 }
 
 }  // namespace spot::ckpt

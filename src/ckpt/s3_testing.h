@@ -11,10 +11,16 @@
 // which Config() then carries, so the signing is tested, not just the calls.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include "ckpt/s3_config.h"
 #include "core/status.h"
@@ -46,14 +52,48 @@ class MotoServer {
   // endpoint http://127.0.0.1:<port>, region us-east-1, the server's credentials.
   S3Config Config() const;
   const std::string& endpoint() const { return endpoint_; }
+  int port() const { return port_; }
   int64_t pid() const { return pid_; }
   Status CreateBucket(const std::string& bucket) const;
 
  private:
   MotoServer() = default;
   int64_t pid_ = 0;
+  int port_ = 0;
   std::string endpoint_;
   S3Credentials credentials_;
+};
+
+// A thin HTTP proxy on loopback in front of a server (S3's, EC2's): answers
+// the next requests with canned failures, each with the body
+// `error_body(code)` (S3's and EC2's XML differ), and forwards the rest, one
+// request per connection (it asks the server to close each).
+class FailingProxy {
+ public:
+  using ErrorBody = std::function<std::string(const std::string& code)>;
+  FailingProxy(int upstream_port, ErrorBody error_body);
+  ~FailingProxy();
+  FailingProxy(const FailingProxy&) = delete;
+  FailingProxy& operator=(const FailingProxy&) = delete;
+
+  bool ok() const { return port_ > 0; }  // listening
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  // The next `times` requests get HTTP `status` with error `code`.
+  void Fail(int status, const std::string& code, int times);
+  int requests() const { return requests_; }
+
+ private:
+  void Serve();
+
+  const int upstream_;
+  const ErrorBody error_body_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> requests_{0};
+  std::mutex mu_;
+  std::deque<std::pair<int, std::string>> canned_;  // GUARDED_BY(mu_)
+  std::thread thread_;
 };
 
 }  // namespace spot::ckpt

@@ -1,33 +1,26 @@
 #include "cloud/ec2_provider.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <ctime>
-#include <deque>
 #include <fstream>
 #include <iostream>
-#include <mutex>
 #include <optional>
 #include <sstream>
-#include <thread>
 
 #include "ckpt/s3_client.h"
 #include "ckpt/s3_testing.h"
 #include "cloud/ec2_market_feed.h"
 #include "core/file_io.h"
-#include "core/number_text.h"
 #include "core/temp_dir.h"
 
 namespace spot::cloud {
 namespace {
 
+using ckpt::FailingProxy;
 using ckpt::MotoServer;
 using ckpt::MotoSkipReason;
 using ckpt::VenvDir;
@@ -69,120 +62,6 @@ MotoServer* Moto() {
       return;                                                   \
     }                                                           \
   } while (0)
-
-// A thin HTTP proxy in front of the server: answers the first requests with
-// canned EC2 errors, forwards the rest (one request per connection).
-class FailingProxy {
- public:
-  explicit FailingProxy(int upstream_port) : upstream_(upstream_port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    socklen_t len = sizeof(a);
-    if (bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd_, 16) != 0 ||
-        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      ADD_FAILURE() << "proxy: cannot listen";
-    }
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] { Serve(); });
-  }
-  ~FailingProxy() {
-    stop_ = true;
-    shutdown(fd_, SHUT_RDWR);
-    close(fd_);
-    thread_.join();
-  }
-  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  void Fail(int status, const std::string& code, int times) {
-    std::lock_guard<std::mutex> l(mu_);
-    for (int i = 0; i < times; ++i) canned_.emplace_back(status, code);
-  }
-  int requests() const { return requests_; }
-
- private:
-  static std::string ReadRequest(int fd) {
-    std::string req;
-    char buf[65536];
-    size_t need = std::string::npos;
-    while (need == std::string::npos || req.size() < need) {
-      ssize_t n = read(fd, buf, sizeof(buf));
-      if (n <= 0) break;
-      req.append(buf, static_cast<size_t>(n));
-      const size_t end = req.find("\r\n\r\n");
-      if (need == std::string::npos && end != std::string::npos) {
-        size_t length = 0;
-        std::string lower = req.substr(0, end);
-        for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        const size_t cl = lower.find("\r\ncontent-length:");
-        if (cl != std::string::npos) {
-          const size_t from = lower.find_first_not_of(' ', cl + 17);
-          auto n = ParseInteger(lower.substr(from, lower.find('\r', from) - from));
-          if (n.ok() && *n >= 0) length = static_cast<size_t>(*n);
-        }
-        need = end + 4 + length;
-      }
-    }
-    return req;
-  }
-  static void WriteAll(int fd, std::string_view s) {
-    while (!s.empty()) {
-      ssize_t n = write(fd, s.data(), s.size());
-      if (n <= 0) return;
-      s.remove_prefix(static_cast<size_t>(n));
-    }
-  }
-  void Serve() {
-    while (!stop_) {
-      int c = accept(fd_, nullptr, nullptr);
-      if (c < 0) return;
-      std::string req = ReadRequest(c);
-      ++requests_;
-      std::optional<std::pair<int, std::string>> fail;
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        if (!canned_.empty()) {
-          fail = canned_.front();
-          canned_.pop_front();
-        }
-      }
-      if (fail) {
-        const std::string body = "<Response><Errors><Error><Code>" + fail->second +
-                                 "</Code><Message>injected " + fail->second +
-                                 "</Message></Error></Errors><RequestID>x</RequestID></Response>";
-        WriteAll(c, fmt::format("HTTP/1.1 {} Injected\r\nContent-Length: {}\r\nConnection: "
-                                "close\r\n\r\n{}",
-                                fail->first, body.size(), body));
-      } else {
-        // One request per upstream connection: ask the server to close it.
-        const size_t eol = req.find("\r\n");
-        if (eol != std::string::npos) req.insert(eol + 2, "Connection: close\r\n");
-        int u = socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a.sin_port = htons(static_cast<uint16_t>(upstream_));
-        if (connect(u, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
-          WriteAll(u, req);
-          char buf[65536];
-          for (ssize_t n; (n = read(u, buf, sizeof(buf))) > 0;) WriteAll(c, {buf, size_t(n)});
-        }
-        close(u);
-      }
-      close(c);
-    }
-  }
-
-  int upstream_;
-  int fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> requests_{0};
-  std::mutex mu_;
-  std::deque<std::pair<int, std::string>> canned_;
-  std::thread thread_;
-};
 
 // Log lines of the default logger while it lives.
 class LogCapture {
@@ -482,12 +361,16 @@ TEST(Ec2MarketFeedTest, ParsesIsoTimes) {
             StatusCode::kInvalidArgument);
 }
 
+// EC2's error body for an injected failure.
+std::string Ec2ErrorBody(const std::string& code) {
+  return "<Response><Errors><Error><Code>" + code + "</Code><Message>injected " + code +
+         "</Message></Error></Errors><RequestID>x</RequestID></Response>";
+}
+
 TEST(Ec2MarketFeedTest, FillsTicksFromThePriceHistoryAndKeepsThemWhenUnreachable) {
   SKIP_WITHOUT_MOTO();
-  const std::string endpoint = Moto()->endpoint();
-  auto upstream = ParseInteger(endpoint.substr(endpoint.rfind(':') + 1));
-  ASSERT_TRUE(upstream.ok()) << endpoint;
-  FailingProxy proxy(static_cast<int>(*upstream));
+  FailingProxy proxy(Moto()->port(), Ec2ErrorBody);
+  ASSERT_TRUE(proxy.ok());
   auto client = Client(proxy.endpoint(), /*attempts=*/1);
   const double start = static_cast<double>(std::time(nullptr)) - 3600;
   auto feed = Ec2MarketFeed::Create(
@@ -526,10 +409,8 @@ TEST(Ec2MarketFeedTest, FillsTicksFromThePriceHistoryAndKeepsThemWhenUnreachable
 
 TEST(Ec2ProviderTest, InjectedErrorsMapToTheDocumentedStatus) {
   SKIP_WITHOUT_MOTO();
-  const std::string endpoint = Moto()->endpoint();
-  auto upstream = ParseInteger(endpoint.substr(endpoint.rfind(':') + 1));
-  ASSERT_TRUE(upstream.ok()) << endpoint;
-  FailingProxy proxy(static_cast<int>(*upstream));
+  FailingProxy proxy(Moto()->port(), Ec2ErrorBody);
+  ASSERT_TRUE(proxy.ok());
   LogCapture log;
   Ec2Provider p(Client(proxy.endpoint(), /*attempts=*/2), Options("errors"));
   const std::string secret = Moto()->Config().credentials.secret_access_key;
