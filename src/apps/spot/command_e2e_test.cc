@@ -93,7 +93,8 @@ class CommandTest : public E2eTest {
 };
 
 // A counting program: one step every 0.1 s up to STEPS, its position saved in
-// SPOT_CHECKPOINT_DIR on the notice signal (and at the end), resumed from it;
+// SPOT_CHECKPOINT_DIR at the step boundary after the notice signal (and at
+// the end), resumed from it;
 // each start writes its torchrun and SpotTrain variables to a file.
 constexpr char kCounter[] = R"sh(
 dir="$SPOT_CHECKPOINT_DIR"; mkdir -p "$dir"
@@ -101,13 +102,16 @@ env | grep -E '^(RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|NODE_RANK|MASTER_AD
   > "$dir/env.$SPOT_INSTANCE.$RANK.$$"
 step=$(cat "$dir/step.$RANK" 2>/dev/null || echo 0)
 echo "start at $step"
-trap 'echo "$step" > "$dir/step.$RANK"; echo "saved $step; notice: $(cat "$SPOT_NOTICE_FILE")"; exit 0' TERM
-while [ "$step" -lt "$STEPS" ]; do
+stop=
+trap 'stop=1' TERM
+while [ "$step" -lt "$STEPS" ] && [ -z "$stop" ]; do
   sleep 0.1
   step=$((step + 1))
   echo "$step" >> "$dir/steps.$RANK"
 done
 echo "$step" > "$dir/step.$RANK"
+[ -n "$stop" ] && echo "saved $step; notice: $(cat "$SPOT_NOTICE_FILE")"
+exit 0
 )sh";
 
 // Two nodes of two ranks each, preempted twice with notices: every start got
