@@ -233,7 +233,7 @@ Status Controller::Impl::PollProvider(double now) {
         // Neither a notice nor the end of training: the worker failed. Give
         // the instance back; the next pass launches a replacement.
         ++failures_since_progress;
-        if (d.last_error) last_failure = d.last_error(r.id);
+        NoteWorkerError(r.id);
         spdlog::warn("instance {}: worker {}; replacing it{}", r.id, e.detail,
                      last_failure.empty() ? "" : " (" + last_failure + ")");
         SPOT_RETURN_IF_ERROR(TerminateInstance(r, e.sim_s, "worker " + e.detail));

@@ -144,9 +144,13 @@ Status Controller::Impl::EnsureFleet(double now) {
   }
   if (want.empty()) return Status::Ok();
   if (failures_since_progress > 3 * job.nodes + 3) {
-    return UnavailableError(fmt::format(
-        "{} instance launches or workers failed without training progress{}",
-        failures_since_progress, last_failure.empty() ? "" : "; the last one: " + last_failure));
+    std::string why = last_failure.empty() ? "" : "; the last one: " + last_failure;
+    if (!last_worker_error.empty() && last_worker_error != last_failure) {
+      why += "; the last error a worker wrote: " + last_worker_error;
+    }
+    return UnavailableError(
+        fmt::format("{} instance launches or workers failed without training progress{}",
+                    failures_since_progress, why));
   }
   if (launches_failing_since >= 0 && now - launches_failing_since >= d.launch_retry_limit_s) {
     return UnavailableError(fmt::format("launches refused for {:.1f} simulated hours on end; {}",
@@ -218,6 +222,12 @@ Status Controller::Impl::ReplaceStragglers(double now) {
   return Status::Ok();
 }
 
+void Controller::Impl::NoteWorkerError(const std::string& instance_id) {
+  if (!d.last_error) return;
+  last_failure = d.last_error(instance_id);
+  if (!last_failure.empty()) last_worker_error = last_failure;
+}
+
 void Controller::Impl::CountProgramFailure(const std::string& what) {
   ++out.program_failures;
   const int64_t allowed = spec.command.max_restarts_on_errors;
@@ -253,7 +263,7 @@ Status Controller::Impl::ProgramExited(InstanceRecord& r, int code, const cloud:
     SPOT_RETURN_IF_ERROR(Event(e.sim_s, "program-recover", r.id, why));
     return TerminateInstance(r, e.sim_s, why);
   }
-  if (d.last_error) last_failure = d.last_error(r.id);
+  NoteWorkerError(r.id);
   const std::string why = fmt::format("program {} on instance {}", e.detail, r.id);
   SPOT_RETURN_IF_ERROR(Event(e.sim_s, "program-failed", r.id, why));
   CountProgramFailure(why);

@@ -54,6 +54,9 @@ struct Controller::Impl {
   int failures_since_progress = 0;
   int64_t max_step_seen = 0;
   std::string last_failure;
+  // The last error a worker itself wrote (its own words, e.g. the disk's
+  // error), kept when later failures say less (unreachable, launch refused).
+  std::string last_worker_error;
   std::map<std::string, double> unheard_since_wall;  // instance -> first wall time not heard from
   std::set<std::string> heard_from;                  // instances whose worker sent a heartbeat
   double last_liveness_check_wall = 0;
@@ -176,6 +179,9 @@ struct Controller::Impl {
   Status CheckSilence(double now);
   // One more failure of the program; past max_restarts_on_errors the job fails.
   void CountProgramFailure(const std::string& what);
+  // Takes the instance's worker's last error (if it wrote one) as the last
+  // failure.
+  void NoteWorkerError(const std::string& instance_id);
   Status Finish(JobState to, const std::string& message, double now);
   void StatusLine(double now);
   Result<JobOutcome> Loop();

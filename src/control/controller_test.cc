@@ -739,5 +739,28 @@ TEST_F(ControllerTest, WorkersThatKeepFailingFailTheJob) {
   ExpectLedgerExact();
 }
 
+// The give-up message keeps the last error a worker wrote (a full disk, say)
+// when the failures after it say less (a worker that left no words).
+TEST_F(ControllerTest, GivingUpNamesTheLastErrorAWorkerWrote) {
+  SetMarket(OneLoss());
+  spec_ = Spec(1, 12);
+  cloud::LocalProvider& p = NewProvider(WallNow(), /*failing_worker=*/true);
+  ControllerDeps d = Deps(&p, &p);
+  std::set<std::string> asked;
+  d.last_error = [&asked](const std::string& instance_id) {
+    asked.insert(instance_id);
+    return asked.size() == 1 ? std::string("writing step 5: No space left on device")
+                             : std::string();
+  };
+  Controller c(spec_, std::move(d));
+  auto out = RunToEnd(c);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->state, JobState::kFailed);
+  EXPECT_GT(asked.size(), 2u);
+  EXPECT_NE(out->message.find("the last error a worker wrote: writing step 5: No space left"),
+            std::string::npos)
+      << out->message;
+}
+
 }  // namespace
 }  // namespace spot::control
