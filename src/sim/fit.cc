@@ -64,7 +64,13 @@ Result<std::vector<StartRun>> RunMemo::Runs(const std::string& policy,
         return p.status();
       }
       RunResult r = SimulateJob(**p, zones, s, job_);
-      it->second = {s, r.cost, r.od_hours, r.spot_hours, r.met_deadline};
+      it->second = {.start = s,
+                    .cost = r.cost,
+                    .od_hours = r.od_hours,
+                    .spot_hours = r.spot_hours,
+                    .met_deadline = r.met_deadline,
+                    .changeovers = r.changeovers,
+                    .preemptions = r.preemptions};
       ++simulated_;
     }
     out.push_back(it->second);

@@ -26,6 +26,8 @@ struct StartRun {
   double od_hours = 0;
   double spot_hours = 0;
   bool met_deadline = false;
+  int changeovers = 0;  // instance starts and moves (each costs the job's d of no progress)
+  int preemptions = 0;  // ticks at which the market took instances back
 };
 
 // Runs policies, by name and parameters, on markets (one zone or several as

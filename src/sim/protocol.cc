@@ -1,5 +1,6 @@
 #include "sim/protocol.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -22,16 +23,24 @@ struct Paired {
   std::span<const StartRun> runs, up, od;
 };
 
-ScoreStats Stats(std::span<const Paired> strata, const BootstrapOptions& bootstrap) {
+ScoreStats Stats(std::span<const Paired> strata, const JobSpec& job,
+                 const BootstrapOptions& bootstrap) {
   ScoreStats s;
-  std::vector<std::vector<double>> costs, ratios;
+  std::vector<std::vector<double>> costs, ratios, savings, restarts;
+  s.max_savings_vs_od = -1e300;
   for (const Paired& p : strata) {
     std::vector<double>& c = costs.emplace_back();
     std::vector<double>& r = ratios.emplace_back();
+    std::vector<double>& sv = savings.emplace_back();
+    std::vector<double>& rs = restarts.emplace_back();
     for (size_t i = 0; i < p.runs.size(); ++i) {
       const StartRun& run = p.runs[i];
       c.push_back(run.cost);
       r.push_back(run.cost / p.up[i].cost);
+      sv.push_back(1 - run.cost / p.od[i].cost);
+      s.max_savings_vs_od = std::max(s.max_savings_vs_od, sv.back());
+      rs.push_back(run.changeovers * job.changeover_hours / job.compute_hours);
+      s.mean_preemptions += run.preemptions;
       s.deadline_misses += !run.met_deadline;
       s.misses_up_met += p.up[i].met_deadline && !run.met_deadline;
       s.mean_od_hours += run.od_hours;
@@ -42,14 +51,21 @@ ScoreStats Stats(std::span<const Paired> strata, const BootstrapOptions& bootstr
     }
   }
   if (s.samples > 0) {
-    for (double* v : {&s.mean_od_hours, &s.mean_spot_hours, &s.share_above_od, &s.od_mean_cost}) {
+    for (double* v : {&s.mean_od_hours, &s.mean_spot_hours, &s.share_above_od, &s.od_mean_cost,
+                      &s.mean_preemptions}) {
       *v /= s.samples;
     }
+  } else {
+    s.max_savings_vs_od = 0;
   }
   std::vector<std::span<const double>> cs(costs.begin(), costs.end()),
       rs(ratios.begin(), ratios.end());
   s.cost = Summarize(cs, bootstrap);
   s.ratio_to_up = Summarize(rs, bootstrap);
+  std::vector<std::span<const double>> svs(savings.begin(), savings.end()),
+      rss(restarts.begin(), restarts.end());
+  s.savings_vs_od = Summarize(svs, bootstrap);
+  s.restart_share = Summarize(rss, bootstrap);
   return s;
 }
 
@@ -217,7 +233,7 @@ class ProtocolRun {
       if (!got.ok()) return got.status().WithContext(stage);
       ps.runs = std::move(got).value();
       const Paired one[] = {{ps.runs, up_.back(), od_.back()}};
-      ps.stats = Stats(one, opt_.bootstrap);
+      ps.stats = Stats(one, memo_.job(), opt_.bootstrap);
     }
     return Status::Ok();
   }
@@ -230,7 +246,7 @@ class ProtocolRun {
       }
       PolicyScore& pooled = out.pooled.emplace_back();
       pooled.policy = policies_[p];
-      pooled.stats = Stats(strata, opt_.bootstrap);
+      pooled.stats = Stats(strata, memo_.job(), opt_.bootstrap);
     }
   }
 

@@ -76,6 +76,16 @@ struct ScoreStats {
   double mean_spot_hours = 0;
   double share_above_od = 0;  // share of starts costing more than od on the same start
   double od_mean_cost = 0;    // od's mean cost on the same starts (the reference)
+  // The seeds' claims, per start: the saving against on-demand on the same
+  // start (1 - cost / od's cost; "up to 90 %" is its max), and the time lost
+  // to restarts (changeovers x d, the hours an instance starts or moves
+  // without progress) as a share of the job's compute C. Work since the last
+  // checkpoint is not lost in this model (a notice saves it); what `spot
+  // run` measures for real is in docs/benchmarks.md.
+  Distribution savings_vs_od;
+  double max_savings_vs_od = 0;
+  Distribution restart_share;
+  double mean_preemptions = 0;
 };
 
 struct PolicyScore {

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "policy/test_traces.h"
 #include "sim/svg_protocol.h"
 
@@ -215,9 +217,14 @@ TEST(Protocol, PairedRatioPooledAndDeterministic) {
     EXPECT_EQ(up.stats.ratio_to_up.ci.lo, 1);
     EXPECT_EQ(up.stats.ratio_to_up.ci.hi, 1);
     const PolicyScore& g = m.policies[1];
-    double ratio = 0, above = 0;
+    double ratio = 0, above = 0, saved = 0, best = -1e9, restart = 0, preempted = 0;
     for (size_t i = 0; i < m.starts.size(); ++i) {
       EXPECT_EQ(g.runs[i].start, m.starts[i]);
+      saved += 1 - g.runs[i].cost / (3 * 24.2);
+      best = std::max(best, 1 - g.runs[i].cost / (3 * 24.2));
+      restart += g.runs[i].changeovers * 0.2 / 24;
+      preempted += g.runs[i].preemptions;
+      EXPECT_GE(g.runs[i].changeovers, 1);  // every run starts an instance
       ratio += g.runs[i].cost / up.runs[i].cost;
       above += g.runs[i].cost > 3 * (24 + 0.2) + 1e-9;
       pooled_ratio += g.runs[i].cost / up.runs[i].cost;
@@ -226,6 +233,11 @@ TEST(Protocol, PairedRatioPooledAndDeterministic) {
     EXPECT_NEAR(g.stats.ratio_to_up.mean, ratio / m.starts.size(), 1e-12);
     EXPECT_NEAR(g.stats.share_above_od, above / m.starts.size(), 1e-12);
     EXPECT_NEAR(g.stats.od_mean_cost, 3 * 24.2, 1e-9);
+    EXPECT_NEAR(g.stats.savings_vs_od.mean, saved / m.starts.size(), 1e-12);
+    EXPECT_NEAR(g.stats.max_savings_vs_od, best, 1e-12);
+    EXPECT_NEAR(g.stats.restart_share.mean, restart / m.starts.size(), 1e-12);
+    EXPECT_NEAR(g.stats.mean_preemptions, preempted / m.starts.size(), 1e-12);
+    EXPECT_LE(up.stats.savings_vs_od.mean, up.stats.max_savings_vs_od);
     EXPECT_LE(g.stats.ratio_to_up.ci.lo, g.stats.ratio_to_up.mean);
     EXPECT_GE(g.stats.ratio_to_up.ci.hi, g.stats.ratio_to_up.mean);
   }

@@ -23,7 +23,15 @@ ordered_json StatsJson(const sim::ScoreStats& s) {
           {"mean_od_hours", s.mean_od_hours},
           {"mean_spot_hours", s.mean_spot_hours},
           {"share_above_od", s.share_above_od},
-          {"od_mean_cost", s.od_mean_cost}};
+          {"od_mean_cost", s.od_mean_cost},
+          {"savings_vs_od",
+           [&] {
+             ordered_json j = DistJson(s.savings_vs_od);
+             j["max"] = s.max_savings_vs_od;
+             return j;
+           }()},
+          {"restart_share", DistJson(s.restart_share)},
+          {"mean_preemptions", s.mean_preemptions}};
 }
 
 ordered_json PolicyJson(const sim::PolicyScore& p) {
@@ -40,19 +48,22 @@ ordered_json PolicyJson(const sim::PolicyScore& p) {
 }
 
 std::string Header() {
-  return fmt::format("{:<12} {:<44} {:>9} {:>19} {:>9} {:>7} {:>15} {:>7} {:>6} {:>7} {:>5}\n",
-                     "policy", "params", "mean $", "95% CI $", "p95 $", "vs up", "95% CI", "p95/od",
-                     "miss", "od h", ">od");
+  return fmt::format(
+      "{:<12} {:<44} {:>9} {:>19} {:>9} {:>7} {:>15} {:>7} {:>6} {:>7} {:>5} {:>6} {:>6} {:>7}\n",
+      "policy", "params", "mean $", "95% CI $", "p95 $", "vs up", "95% CI", "p95/od", "miss",
+      "od h", ">od", "saved", "best", "restart");
 }
 
 std::string Row(const std::string& policy, const std::string& params, const sim::ScoreStats& s) {
   const sim::Distribution &c = s.cost, &r = s.ratio_to_up;
   return fmt::format(
-      "{:<12} {:<44} {:>9.2f} {:>19} {:>9.2f} {:>7.4f} {:>15} {:>7.3f} {:>6} {:>7.2f} {:>4.0f}%\n",
+      "{:<12} {:<44} {:>9.2f} {:>19} {:>9.2f} {:>7.4f} {:>15} {:>7.3f} {:>6} {:>7.2f} {:>4.0f}% "
+      "{:>5.1f}% {:>5.1f}% {:>6.2f}%\n",
       policy, params, c.mean, fmt::format("[{:.2f}, {:.2f}]", c.ci.lo, c.ci.hi), c.p95, r.mean,
       fmt::format("[{:.4f}, {:.4f}]", r.ci.lo, r.ci.hi), c.p95 / s.od_mean_cost,
       fmt::format("{}({})", s.deadline_misses, s.misses_up_met), s.mean_od_hours,
-      100 * s.share_above_od);
+      100 * s.share_above_od, 100 * s.savings_vs_od.mean, 100 * s.max_savings_vs_od,
+      100 * s.restart_share.mean);
 }
 
 }  // namespace
@@ -112,7 +123,9 @@ std::string ProtocolTable(const sim::ProtocolResult& r) {
   std::string out = fmt::format(
       "{}\njob: C {} h, D {} h, d {} h, k ${}/h, N {}; starts: {}; bootstrap {} resamples\n"
       "vs up: mean of cost / up's cost on the same start; p95/od: p95 cost / od's mean cost; "
-      "miss: deadline misses (of them where up met it); >od: starts costing more than od\n\n",
+      "miss: deadline misses (of them where up met it); >od: starts costing more than od; "
+      "saved: mean of 1 - cost / od's cost on the same start; best: its largest; restart: "
+      "hours restarting (changeovers x d) / C\n\n",
       ProtocolDescription(r.options.protocol), job.compute_hours, job.deadline_hours,
       job.changeover_hours, job.ondemand_price, job.nodes,
       r.options.sampling.every > 0 ? fmt::format("one every {} ticks", r.options.sampling.every)
