@@ -14,6 +14,10 @@
 
 #include "core/status.h"
 
+namespace spot::market {
+class MarketFeed;
+}
+
 namespace spot::cloud {
 
 struct InstanceSpec {
@@ -77,6 +81,10 @@ class Provider {
   // Takes over an instance recorded by an earlier controller process (after
   // a restart). NotFound when it is gone (it then counts as ended at now_s).
   virtual Status Adopt(const InstanceView& recorded, double now_s) = 0;
+  // The market as this provider sees it live (a cloud's price and capacity
+  // API), kept by the provider; the controller decides on it. nullptr: the
+  // job's replayed market.
+  virtual market::MarketFeed* feed() { return nullptr; }
 };
 
 }  // namespace spot::cloud

@@ -33,6 +33,11 @@ struct ProviderContext {
       command;
   std::string metadata_flavor = "aws";  // the metadata service instances are told about
   Clock* clock = nullptr;               // wall time (nullptr: the real clock)
+  // For providers whose instances run elsewhere (their bootstrap):
+  std::string job_name;
+  std::string job_dir;              // the job's shared records (logs, progress)
+  std::string rendezvous_url;       // as instances reach it (controller.advertise_host)
+  std::string checkpoint_location;  // the durable tier ("" = none)
 };
 
 class ProviderRegistry final : public Registry<Provider, const ProviderContext&> {

@@ -142,7 +142,11 @@ Status JobRunner::Impl::MakeProvider(double epoch, double compression) {
                                       .api_url = api ? api->url() : ""});
            },
        .metadata_flavor = o.spec.market.metadata,
-       .clock = o.clock});
+       .clock = o.clock,
+       .job_name = o.spec.name,
+       .job_dir = o.job_dir,
+       .rendezvous_url = o.rendezvous_url,
+       .checkpoint_location = o.checkpoint_location});
   SPOT_RETURN_IF_ERROR(made.status());
   provider = std::move(made).value();
   return Status::Ok();
@@ -180,6 +184,7 @@ Status JobRunner::Impl::MakeController(double epoch) {
       ControllerDeps{.store = store.get(),
                      .provider = provider.get(),
                      .zones = o.zones,
+                     .feed = provider->feed(),  // a cloud's live market, or the replay
                      .policy = std::move(policy),
                      .clock = o.clock,
                      .new_job_epoch_unix_s = epoch,

@@ -47,7 +47,10 @@ struct JobRunnerOptions {
   // instance has gone (so the next generation forms without it).
   std::function<bool(const std::string& instance_id)> is_alive;
   std::function<void(const std::string& instance_id)> on_instance_gone;
-  std::string rendezvous_url;  // for the log
+  std::string rendezvous_url;  // as instances reach it (controller.advertise_host)
+  // The durable tier the workers' checkpoints go to (a provider's bootstrap
+  // names it); "" = none.
+  std::string checkpoint_location;
   // The time of the store, the provider, the monitor and the controller;
   // nullptr: the real clock.
   Clock* clock = nullptr;

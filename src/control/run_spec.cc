@@ -139,6 +139,12 @@ void ReadRunSpecFields(SpecReader& top, RunSpec* out) {
   SpecReader& c = top.Section("controller");
   c.String("state_dir", &s.controller.state_dir);
   c.Int("api_port", &s.controller.api_port, {.min = 0, .max = 65535});
+  c.String("advertise_host", &s.controller.advertise_host);
+  if (s.controller.advertise_host.empty() ||
+      s.controller.advertise_host.find_first_of(" \t/:@[]") != std::string::npos) {
+    c.AddError("advertise_host", "expected a host name or an IPv4 address (got '" +
+                                     s.controller.advertise_host + "')");
+  }
   c.Double("reconcile_interval_s", &s.controller.reconcile_interval_s, {.min = 0.005, .max = 10});
   c.Double("terminate_grace_s", &s.controller.terminate_grace_s, {.min = 0, .max = 600});
   c.Double("unreachable_after_s", &s.controller.unreachable_after_s, {.min = 1, .max = 3600});

@@ -53,8 +53,12 @@ struct MarketSpec {
 inline constexpr int kMaxCapacityScale = 1000;
 
 struct ControllerSpec {
-  std::string state_dir;               // default: <train.output_dir>/controller
-  int64_t api_port = 0;                // loopback port of the HTTP API; 0 = any free one
+  std::string state_dir;  // default: <train.output_dir>/controller
+  int64_t api_port = 0;   // loopback port of the HTTP API; 0 = any free one
+  // The address instances reach the controller's rendezvous at (it listens
+  // there): loopback for the local provider; the controller's address on
+  // the instances' network for providers whose instances run elsewhere.
+  std::string advertise_host = "127.0.0.1";
   double reconcile_interval_s = 0.05;  // wall seconds between reconcile passes
   double terminate_grace_s = 10;       // wall seconds from SIGTERM to SIGKILL
   double unreachable_after_s = 20;     // wall seconds without a worker's heartbeat before

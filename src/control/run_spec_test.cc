@@ -87,5 +87,24 @@ TEST(RunSpec, CapacityScaleIsAutoOrABoundedInteger) {
   }
 }
 
+// controller.advertise_host: where instances reach the rendezvous; a host
+// name or an address, never a URL or a host:port.
+TEST(RunSpec, AdvertiseHostIsAHostNotAUrl) {
+  EXPECT_EQ(Read("name: j\n")->controller.advertise_host, "127.0.0.1");
+  auto host = [](const std::string& v) {
+    return Read("name: j\ncontroller:\n  advertise_host: " + v + "\n");
+  };
+  EXPECT_EQ(host("10.231.0.1")->controller.advertise_host, "10.231.0.1");
+  EXPECT_EQ(host("head-node.cluster")->controller.advertise_host, "head-node.cluster");
+  for (const std::string bad : {"tcp://10.0.0.1", "10.0.0.1:29400", "\"\"", "\"a b\""}) {
+    auto s = host(bad);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.status().message().find("job.yaml:3:19: controller.advertise_host: expected a "
+                                        "host name or an IPv4 address"),
+              std::string::npos)
+        << s.status().ToString();
+  }
+}
+
 }  // namespace
 }  // namespace spot::control

@@ -29,6 +29,15 @@ class Collector final : public FieldVisitor {
     fields.push_back(
         {std::string(name), "one of " + Join(choices, " / "), *v, "", std::string(help)});
   }
+  void String(std::string_view name, std::string* v, std::string_view help) override {
+    fields.push_back(
+        {std::string(name), "string", v->empty() ? "\"\"" : *v, "", std::string(help)});
+  }
+  void StringList(std::string_view name, std::vector<std::string>* v,
+                  std::string_view help) override {
+    fields.push_back({std::string(name), "list of strings",
+                      v->empty() ? "[]" : "[" + Join(*v, ", ") + "]", "", std::string(help)});
+  }
   std::vector<FieldInfo> fields;
 };
 
@@ -76,9 +85,44 @@ class Reader final : public FieldVisitor {
     }
     Error(name, "unknown value '" + *text + "' (expected one of: " + Join(choices, ", ") + ")");
   }
+  void String(std::string_view name, std::string* v, std::string_view) override {
+    const std::string* text = Take(name);
+    if (text) *v = *text;
+  }
+  void StringList(std::string_view name, std::vector<std::string>* v, std::string_view) override {
+    std::vector<std::string> items;
+    if (auto l = c_.lists.find(std::string(name)); l != c_.lists.end()) {
+      known_.emplace_back(name);
+      items = l->second;
+    } else if (const std::string* text = Take(name)) {
+      if (text->empty()) {  // "": none
+        *v = {};
+        return;
+      }
+      size_t from = 0;
+      while (true) {
+        const size_t comma = text->find(',', from);
+        std::string item = text->substr(from, comma == std::string::npos ? comma : comma - from);
+        const size_t a = item.find_first_not_of(" \t");
+        const size_t b = item.find_last_not_of(" \t");
+        items.push_back(a == std::string::npos ? "" : item.substr(a, b - a + 1));
+        if (comma == std::string::npos) break;
+        from = comma + 1;
+      }
+    } else {
+      return;
+    }
+    for (const std::string& item : items) {
+      if (item.empty()) return Error(name, "an empty item in the list");
+    }
+    *v = std::move(items);
+  }
 
   Status Finish() {
-    for (const auto& [name, text] : c_.params) {
+    std::vector<std::string> given;
+    for (const auto& [name, text] : c_.params) given.push_back(name);
+    for (const auto& [name, items] : c_.lists) given.push_back(name);
+    for (const std::string& name : given) {
       bool declared = false;
       for (const std::string& k : known_) declared = declared || k == name;
       if (declared) continue;
@@ -94,6 +138,10 @@ class Reader final : public FieldVisitor {
  private:
   const std::string* Take(std::string_view name) {
     known_.emplace_back(name);
+    if (c_.lists.count(std::string(name))) {
+      Error(name, "expected a single value, got a list");
+      return nullptr;
+    }
     auto it = c_.params.find(std::string(name));
     return it == c_.params.end() ? nullptr : &it->second;
   }
@@ -144,6 +192,11 @@ void ReadComponent(SpecReader& reader, std::string_view key, ComponentConfig* ou
   section.String("name", &out->name, /*required=*/true);
   for (const std::string& k : section.Keys()) {
     if (k == "name") continue;
+    if (section.IsSequence(k)) {
+      section.StringList(k, &out->lists[k]);
+      out->where[k] = section.Where(k);
+      continue;
+    }
     std::string text;
     section.String(k, &text);
     out->params[k] = text;

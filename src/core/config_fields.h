@@ -35,6 +35,12 @@ class FieldVisitor {
   // A string that must be one of `choices`.
   virtual void Enum(std::string_view name, std::string* v, std::vector<std::string> choices,
                     std::string_view help) = 0;
+  // Free text (a name, an id, a path), quoted or not.
+  virtual void String(std::string_view name, std::string* v, std::string_view help) = 0;
+  // Several strings: a YAML sequence ([a, b]) or one string of
+  // comma-separated items ("a,b"); empty items are refused.
+  virtual void StringList(std::string_view name, std::vector<std::string>* v,
+                          std::string_view help) = 0;
 };
 
 // One declared field, for help and docs.
@@ -55,6 +61,7 @@ struct ComponentConfig {
   std::map<std::string, std::string> where;   // parameter -> "job.yaml:7:9"
   std::string field;                          // the job file's field, "policy"
   std::set<std::string> quoted;  // parameters written in quotes: strings, never numbers
+  std::map<std::string, std::vector<std::string>> lists;  // parameters written as sequences
 };
 
 using DeclareFn = std::function<void(FieldVisitor&)>;
@@ -67,7 +74,7 @@ std::vector<FieldInfo> CollectFields(const DeclareFn& declare);
 // bounds, a choice not offered.
 Status ReadParams(const ComponentConfig& config, const DeclareFn& declare);
 // Reads `key` of `reader` as a ComponentConfig: a plain name, or a mapping
-// with `name` and scalar parameters. Absent: `out` keeps its name.
+// with `name` and parameters (scalars, or sequences of scalars). Absent: `out` keeps its name.
 void ReadComponent(SpecReader& reader, std::string_view key, ComponentConfig* out);
 
 // A Markdown table of fields (| parameter | type | default | bounds | meaning |).

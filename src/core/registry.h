@@ -71,6 +71,25 @@ class Registry {
                });
   }
 
+  // A component whose factory can fail (a cloud client that finds no
+  // credentials, a required parameter left empty): its Status is Create's.
+  template <typename Options>
+  Status RegisterWithOptionsOrError(const std::string& name, std::string help,
+                                    std::function<Result<Product>(const Options&, Args...)> make,
+                                    Options defaults = {}) {
+    DeclareFn describe = [defaults](FieldVisitor& v) {
+      Options o = defaults;
+      DeclareFields(o, v);
+    };
+    return Add(name, std::move(help), std::move(describe),
+               [make = std::move(make), defaults](const ComponentConfig& c,
+                                                  Args... args) -> Result<Product> {
+                 Options o = defaults;
+                 SPOT_RETURN_IF_ERROR(ReadParams(c, [&](FieldVisitor& v) { DeclareFields(o, v); }));
+                 return make(o, args...);
+               });
+  }
+
   // A fresh component. NotFound (naming the known ones) for an unknown
   // name; InvalidArgument for bad parameters (each with its place).
   Result<Product> Create(const ComponentConfig& config, Args... args) const {

@@ -138,5 +138,77 @@ TEST(ReadComponent, NameOrMappingFromAJobFile) {
       << s.ToString();
 }
 
+struct HostOptions {
+  std::string image;
+  std::vector<std::string> groups;
+  std::string user = "root";
+};
+
+void DeclareFields(HostOptions& o, FieldVisitor& v) {
+  v.String("image", &o.image, "the image to boot (required)");
+  v.StringList("groups", &o.groups, "security groups");
+  v.String("user", &o.user, "who logs in");
+}
+
+struct Host final : Widget {
+  explicit Host(const HostOptions& o) : o(o) {}
+  std::string Describe() const override {
+    std::string g;
+    for (const std::string& x : o.groups) g += "<" + x + ">";
+    return o.image + "/" + g + "/" + o.user;
+  }
+  HostOptions o;
+};
+
+// Free strings and lists of strings (a YAML sequence or "a,b"), and a
+// factory that refuses what the fields alone cannot (a required string).
+TEST(RegistryStrings, StringsListsAndAFactoryThatCanFail) {
+  Registry<Widget> r{"widget"};
+  ASSERT_TRUE(r.RegisterWithOptionsOrError<HostOptions>(
+                   "host", "a machine",
+                   [](const HostOptions& o) -> Result<std::unique_ptr<Widget>> {
+                     if (o.image.empty()) return InvalidArgumentError("image: required");
+                     return std::unique_ptr<Widget>(std::make_unique<Host>(o));
+                   })
+                  .ok());
+  auto reader = SpecReader::FromString(
+      "a: {name: host, image: ami-0042, groups: [sg-1, \"sg 2\"], user: \"007\"}\n"
+      "b: {name: host, image: 123, groups: \"sg-1, sg-3\"}\n"
+      "c: host\n"
+      "d: {name: host, image: [x], groups: \"sg-1,,sg-2\"}\n",
+      "job.yaml");
+  ASSERT_TRUE(reader.ok());
+  ComponentConfig a, b, c, d;
+  ReadComponent(*reader, "a", &a);
+  ReadComponent(*reader, "b", &b);
+  ReadComponent(*reader, "c", &c);
+  ReadComponent(*reader, "d", &d);
+  ASSERT_TRUE(reader->Finish().ok()) << reader->Finish().ToString();
+  auto ha = r.Create(a);
+  ASSERT_TRUE(ha.ok()) << ha.status().ToString();
+  EXPECT_EQ((*ha)->Describe(), "ami-0042/<sg-1><sg 2>/007");
+  auto hb = r.Create(b);
+  ASSERT_TRUE(hb.ok()) << hb.status().ToString();
+  EXPECT_EQ((*hb)->Describe(), "123/<sg-1><sg-3>/root");
+  auto hc = r.Create(c);
+  EXPECT_EQ(hc.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(hc.status().message(), "image: required");
+  EXPECT_TRUE(r.Validate(c).ok());  // the fields are fine; only the factory refuses
+  auto hd = r.Create(d);
+  ASSERT_FALSE(hd.ok());
+  const std::string m(hd.status().message());
+  EXPECT_NE(m.find("job.yaml:4:24: d.image: expected a single value, got a list"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("d.groups: an empty item in the list"), std::string::npos) << m;
+  std::vector<FieldInfo> f = r.Fields("host");
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_EQ(f[0].type, "string");
+  EXPECT_EQ(f[0].default_value, "\"\"");
+  EXPECT_EQ(f[1].type, "list of strings");
+  EXPECT_EQ(f[1].default_value, "[]");
+  EXPECT_EQ(f[2].default_value, "root");
+}
+
 }  // namespace
 }  // namespace spot

@@ -208,6 +208,10 @@ bool SpecReader::IsMapping(std::string_view key) const {
   return Has(key) && node_[std::string(key)].IsMap();
 }
 
+bool SpecReader::IsSequence(std::string_view key) const {
+  return Has(key) && node_[std::string(key)].IsSequence();
+}
+
 std::vector<std::string> SpecReader::Keys() const {
   std::vector<std::string> keys;
   if (!node_.IsMap()) return keys;

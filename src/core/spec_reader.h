@@ -86,6 +86,8 @@ class SpecReader {
   bool Quoted(std::string_view key) const;
   // True when `key` holds a mapping (a section), false when absent or not.
   bool IsMapping(std::string_view key) const;
+  // True when `key` holds a sequence, false when absent or not.
+  bool IsSequence(std::string_view key) const;
   // The keys of this section, in file order.
   std::vector<std::string> Keys() const;
   // The dotted name of `key` in this section, for messages ("optimizer.lr").
