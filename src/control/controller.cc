@@ -530,7 +530,10 @@ Result<JobOutcome> Controller::Run(const std::string& spec_hash) {
   SPOT_ASSIGN_OR_RETURN(out.cost_usd, m.d.store->TotalCost(m.id));
   double end_s = 0;
   SPOT_ASSIGN_OR_RETURN(std::vector<InstanceRecord> all, m.d.store->Instances(m.id, false));
-  for (const InstanceRecord& r : all) end_s = std::max(end_s, r.ended_s.value_or(r.billed_until_s));
+  for (const InstanceRecord& r : all) {
+    end_s = std::max(end_s, r.ended_s.value_or(r.billed_until_s));
+    out.instances_reclaimed += r.end_reason == "preempted";
+  }
   out.sim_hours = end_s / 3600;
   out.wall_seconds = m.WallNow() - m.start_wall;
   out.reconcile_us_mean = m.reconcile_passes ? m.reconcile_us_sum / m.reconcile_passes : 0;

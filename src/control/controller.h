@@ -125,7 +125,11 @@ struct JobOutcome {
   double sim_hours = 0;     // simulated hours from start to end
   double wall_seconds = 0;  // of this controller process
   double cost_usd = 0;      // the ledger's total
-  int preemptions = 0;      // gangs lost to the market
+  int preemptions = 0;      // gangs lost to the market, as the job's market model saw it
+  // Instances the provider reported reclaimed (the store's records, every
+  // controller of the job included): a cloud's or a cluster's own reclaims,
+  // which a live market's model does not foresee.
+  int instances_reclaimed = 0;
   int notices = 0;          // interruption notices given
   int launches = 0;
   int decisions = 0;

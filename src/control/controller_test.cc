@@ -444,6 +444,7 @@ TEST_F(ControllerTest, StatesFollowALossAndTheRecovery) {
   EXPECT_EQ(out.state, JobState::kSucceeded) << out.message;
   EXPECT_FALSE(out.resumed);
   EXPECT_EQ(out.preemptions, 1);
+  EXPECT_EQ(out.instances_reclaimed, kNodes);  // the gang, instance by instance
   EXPECT_EQ(out.notices, kNodes);
   EXPECT_EQ(out.launches, 2 * kNodes);
   const std::vector<std::string> want = {"PENDING -> PROVISIONING", "PROVISIONING -> RUNNING",
