@@ -27,7 +27,7 @@
 
 #include "ckpt/blob_store.h"
 #include "ckpt/s3_blob_store.h"
-#include "ckpt/s3_testing.h"
+#include "aws/aws_testing.h"
 #include "core/temp_dir.h"
 
 namespace spot::ckpt {
@@ -138,12 +138,12 @@ int Run(int argc, char** argv) {
   }
   auto tmp = TempDir::Create("spot_s3_bench");
   if (!tmp.ok()) return std::cerr << tmp.status().ToString() << "\n", 1;
-  const auto venv = VenvDir(SPOT_SOURCE_DIR);
-  if (std::string why = MotoSkipReason(venv); !why.empty()) {
+  const auto venv = aws::VenvDir(SPOT_SOURCE_DIR);
+  if (std::string why = aws::MotoSkipReason(venv); !why.empty()) {
     std::cerr << "s3_tier_bench: SKIPPED: moto is not installed (PyPI was unreachable):\n" << why;
     return 0;
   }
-  auto moto = MotoServer::Start({.venv = venv, .log_path = tmp->path() / "moto.log"});
+  auto moto = aws::MotoServer::Start({.venv = venv, .log_path = tmp->path() / "moto.log"});
   if (!moto.ok()) return std::cerr << moto.status().ToString() << "\n", 1;
   Status bucket = (*moto)->CreateBucket("bench");
   if (!bucket.ok()) return std::cerr << bucket.ToString() << "\n", 1;

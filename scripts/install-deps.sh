@@ -18,6 +18,10 @@ PACKAGES=(
   libcurl4-openssl-dev libssl-dev libxml2-dev
   # elastic training: etcd for multi-machine rendezvous, iproute2 for the network-namespace test
   etcd-server etcd-client iproute2
+  # the Slurm provider's tests: a real cluster (munged, slurmctld, slurmd nodes in network
+  # namespaces) and the tools the provider runs (sbatch, squeue, sacct, scancel); the tests
+  # start their own daemons, none is left running as a service
+  slurmctld slurmd slurm-client munge
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # data and the Python side (interop test, benchmark baseline): Fashion-MNIST,

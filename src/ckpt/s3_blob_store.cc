@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "aws/aws_xml.h"
 #include "core/file_io.h"
 
 namespace spot::ckpt {
@@ -80,7 +81,7 @@ class S3BlobWriter final : public BlobWriter {
                                                                  .key = key_,
                                                                  .query = {{"uploads", ""}},
                                                                  .what = "CreateMultipartUpload"}));
-      upload_id_ = XmlText(r.body, "UploadId");
+      upload_id_ = aws::XmlText(r.body, "UploadId");
       if (upload_id_.empty()) {
         return UnavailableError(Where() + ": CreateMultipartUpload returned no UploadId");
       }
@@ -117,10 +118,10 @@ class S3BlobWriter final : public BlobWriter {
                                                                .body = xml,
                                                                .what = "CompleteMultipartUpload"}));
     // S3 may answer 200 and report the failure in the body.
-    const std::string code = XmlText(r.body, "Code");
+    const std::string code = aws::XmlText(r.body, "Code");
     if (!code.empty()) {
       return UnavailableError(fmt::format("{}: CompleteMultipartUpload: {}: {}", Where(), code,
-                                          XmlText(r.body, "Message")));
+                                          aws::XmlText(r.body, "Message")));
     }
     return Status::Ok();
   }
@@ -145,10 +146,11 @@ class S3BlobWriter final : public BlobWriter {
 
 }  // namespace
 
-S3BlobStore::S3BlobStore(S3Location loc, S3Config config, S3StoreOptions options)
+S3BlobStore::S3BlobStore(S3Location loc, aws::AwsConfig config, S3StoreOptions options)
     : loc_(std::move(loc)), opt_(options), client_(std::move(config), loc_.bucket, options.retry) {}
 
-Result<std::unique_ptr<S3BlobStore>> S3BlobStore::Open(const std::string& location, S3Config config,
+Result<std::unique_ptr<S3BlobStore>> S3BlobStore::Open(const std::string& location,
+                                                       aws::AwsConfig config,
                                                        S3StoreOptions options) {
   SPOT_ASSIGN_OR_RETURN(S3Location loc, ParseS3Location(location));
   if (options.part_size < 1 || options.part_size > (5ull << 30)) {
@@ -223,13 +225,14 @@ Result<std::vector<std::string>> S3BlobStore::List() const {
                   .what = "ListObjectsV2"};
     if (!token.empty()) req.query.emplace_back("continuation-token", token);
     SPOT_ASSIGN_OR_RETURN(S3Response r, client_.Send(req));
-    for (std::string& key : XmlTexts(r.body, "Contents", "Key")) {
+    for (std::string& key : aws::XmlTexts(r.body, "Contents", "Key")) {
       if (key.starts_with(prefix) && key.size() > prefix.size()) {
         names.push_back(key.substr(prefix.size()));
       }
     }
-    token =
-        XmlText(r.body, "IsTruncated") == "true" ? XmlText(r.body, "NextContinuationToken") : "";
+    token = aws::XmlText(r.body, "IsTruncated") == "true"
+                ? aws::XmlText(r.body, "NextContinuationToken")
+                : "";
   } while (!token.empty());
   std::sort(names.begin(), names.end());
   return names;
@@ -258,12 +261,12 @@ Result<std::vector<std::pair<std::string, std::string>>> S3BlobStore::ListUpload
       req.query.emplace_back("upload-id-marker", id_marker);
     }
     SPOT_ASSIGN_OR_RETURN(S3Response r, client_.Send(req));
-    std::vector<std::string> keys = XmlTexts(r.body, "Upload", "Key");
-    std::vector<std::string> ids = XmlTexts(r.body, "Upload", "UploadId");
+    std::vector<std::string> keys = aws::XmlTexts(r.body, "Upload", "Key");
+    std::vector<std::string> ids = aws::XmlTexts(r.body, "Upload", "UploadId");
     for (size_t i = 0; i < keys.size() && i < ids.size(); ++i) out.emplace_back(keys[i], ids[i]);
-    if (XmlText(r.body, "IsTruncated") != "true") break;
-    key_marker = XmlText(r.body, "NextKeyMarker");
-    id_marker = XmlText(r.body, "NextUploadIdMarker");
+    if (aws::XmlText(r.body, "IsTruncated") != "true") break;
+    key_marker = aws::XmlText(r.body, "NextKeyMarker");
+    id_marker = aws::XmlText(r.body, "NextUploadIdMarker");
     if (key_marker.empty()) break;
   }
   return out;
@@ -294,7 +297,7 @@ Result<int> S3BlobStore::AbortPendingUploads() {
 Result<std::unique_ptr<BlobStore>> OpenTierStore(const std::string& location, bool read_only) {
   if (IsS3Location(location)) {
     SPOT_RETURN_IF_ERROR(ParseS3Location(location).status());  // before asking for credentials
-    Result<S3Config> config = S3ConfigFromEnvironment();
+    Result<aws::AwsConfig> config = aws::AwsConfigFromEnvironment("S3");
     if (!config.ok()) return config.status().WithContext(location);
     auto s = S3BlobStore::Open(location, std::move(config).value(),
                                S3StoreOptions{.abort_pending_uploads = !read_only});

@@ -2,7 +2,7 @@
 // (`s3://bucket/prefix`), the durable tier of a checkpoint store on AWS or any
 // S3-compatible service. Blob `name` is the object `prefix/name`.
 //
-//   SPOT_ASSIGN_OR_RETURN(S3Config cfg, S3ConfigFromEnvironment());
+//   SPOT_ASSIGN_OR_RETURN(aws::AwsConfig cfg, aws::AwsConfigFromEnvironment("S3"));
 //   SPOT_ASSIGN_OR_RETURN(auto store, S3BlobStore::Open("s3://ckpts/job-7", cfg));
 //
 // Writers buffer; a blob up to one part is uploaded with a single PUT at
@@ -24,7 +24,7 @@
 
 #include "ckpt/blob_store.h"
 #include "ckpt/s3_client.h"
-#include "ckpt/s3_config.h"
+#include "ckpt/s3_location.h"
 
 namespace spot::ckpt {
 
@@ -44,7 +44,8 @@ class S3BlobStore final : public BlobStore {
  public:
   // InvalidArgument for a bad location or options. Does not contact S3
   // unless abort_pending_uploads is set.
-  static Result<std::unique_ptr<S3BlobStore>> Open(const std::string& location, S3Config config,
+  static Result<std::unique_ptr<S3BlobStore>> Open(const std::string& location,
+                                                   aws::AwsConfig config,
                                                    S3StoreOptions options = {});
 
   std::string Describe(std::string_view name) const override;
@@ -65,7 +66,7 @@ class S3BlobStore final : public BlobStore {
   const S3Client& client() const { return client_; }
 
  private:
-  S3BlobStore(S3Location loc, S3Config config, S3StoreOptions options);
+  S3BlobStore(S3Location loc, aws::AwsConfig config, S3StoreOptions options);
   // (key, upload id) of the pending uploads directly under the prefix.
   Result<std::vector<std::pair<std::string, std::string>>> ListUploads() const;
   std::string ListPrefix() const { return loc_.prefix.empty() ? "" : loc_.prefix + "/"; }
@@ -76,7 +77,7 @@ class S3BlobStore final : public BlobStore {
 };
 
 // The store behind a checkpoint tier location: S3BlobStore for "s3://...",
-// configured from the environment (S3ConfigFromEnvironment), otherwise a
+// configured from the environment (aws::AwsConfigFromEnvironment("S3")), otherwise a
 // directory (DirectoryBlobStore::Open, or OpenShared for a reader). A reader's
 // S3 store leaves pending uploads alone.
 Result<std::unique_ptr<BlobStore>> OpenTierStore(const std::string& location, bool read_only);

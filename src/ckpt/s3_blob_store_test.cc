@@ -1,5 +1,5 @@
 // The S3 tier against a real S3 server: moto's, from the project's .venv,
-// started once for this binary with signature checking on (s3_testing.h).
+// started once for this binary with signature checking on (aws/aws_testing.h).
 #include "ckpt/s3_blob_store.h"
 
 #include <gtest/gtest.h>
@@ -17,8 +17,8 @@
 #include <sstream>
 #include <thread>
 
+#include "aws/aws_testing.h"
 #include "ckpt/blob_store_contract.h"
-#include "ckpt/s3_testing.h"
 #include "ckpt/store.h"
 #include "ckpt/store_testing.h"
 #include "core/net.h"
@@ -29,6 +29,10 @@ namespace spot::ckpt {
 namespace {
 
 namespace fs = std::filesystem;
+using aws::FailingProxy;
+using aws::MotoServer;
+using aws::MotoSkipReason;
+using aws::VenvDir;
 
 // Small parts (the server accepts them, see Moto()) so that multipart uploads
 // of many parts stay quick; a small page so that listings paginate.
@@ -117,7 +121,7 @@ class S3BlobStoreTest : public ::testing::Test {
   }
   std::unique_ptr<S3BlobStore> OpenStore(const std::string& prefix,
                                          S3StoreOptions o = TestOptions(),
-                                         std::optional<S3Config> config = std::nullopt) {
+                                         std::optional<aws::AwsConfig> config = std::nullopt) {
     auto s =
         S3BlobStore::Open("s3://" + bucket_ + "/" + prefix, config ? *config : Moto()->Config(), o);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -202,9 +206,9 @@ TEST_F(S3BlobStoreTest, UncommittedWriterAbortsItsMultipartUpload) {
 TEST(S3HelperProcess, DISABLED_UploadAndWait) {
   const char* endpoint = std::getenv("SPOT_S3_HELPER_ENDPOINT");
   ASSERT_NE(endpoint, nullptr);
-  S3Config cfg{.endpoint = endpoint,
-               .credentials = {.access_key_id = std::getenv("SPOT_S3_HELPER_KEY"),
-                               .secret_access_key = std::getenv("SPOT_S3_HELPER_SECRET")}};
+  aws::AwsConfig cfg{.endpoint = endpoint,
+                     .credentials = {.access_key_id = std::getenv("SPOT_S3_HELPER_KEY"),
+                                     .secret_access_key = std::getenv("SPOT_S3_HELPER_SECRET")}};
   S3StoreOptions o = TestOptions();
   o.abort_pending_uploads = false;
   auto s = S3BlobStore::Open(std::getenv("SPOT_S3_HELPER_LOCATION"), cfg, o);
@@ -229,7 +233,7 @@ void RunAndKillHelper(const std::string& mode, const std::string& location, int 
   auto dir = TempDir::Create("spot_s3_kill");
   ASSERT_TRUE(dir.ok());
   const fs::path marker = dir->path() / "marker";
-  const S3Config cfg = Moto()->Config();
+  const aws::AwsConfig cfg = Moto()->Config();
   auto pid = Spawn({.argv = {"s3_helper", "--gtest_filter=S3HelperProcess.DISABLED_UploadAndWait",
                              "--gtest_also_run_disabled_tests"},
                     .env = {{"SPOT_S3_HELPER_ENDPOINT", cfg.endpoint},
@@ -315,7 +319,7 @@ std::string S3ErrorBody(const std::string& code) {
 TEST_F(S3BlobStoreTest, ThrottlingAndServerErrorsAreRetriedWithBackoff) {
   FailingProxy proxy(Moto()->port(), S3ErrorBody);
   ASSERT_TRUE(proxy.ok());
-  S3Config cfg = Moto()->Config();
+  aws::AwsConfig cfg = Moto()->Config();
   cfg.endpoint = proxy.endpoint();
   auto s = OpenStore("job", TestOptions(), cfg);
   ASSERT_NE(s, nullptr);
@@ -353,7 +357,7 @@ TEST_F(S3BlobStoreTest, ThrottlingAndServerErrorsAreRetriedWithBackoff) {
 TEST_F(S3BlobStoreTest, UnreachableEndpointIsUnavailable) {
   auto port = PickFreePort();
   ASSERT_TRUE(port.ok());
-  S3Config cfg = Moto()->Config();
+  aws::AwsConfig cfg = Moto()->Config();
   cfg.endpoint = "http://127.0.0.1:" + std::to_string(*port);
   S3StoreOptions o = TestOptions();
   o.abort_pending_uploads = false;
@@ -375,7 +379,7 @@ TEST_F(S3BlobStoreTest, BadCredentialsFailClearlyWithoutTheSecret) {
   };
   for (const Case& c : {Case{Moto()->Config().credentials.access_key_id, "SignatureDoesNotMatch"},
                         Case{"AKIAUNKNOWNKEY000000", "InvalidAccessKeyId"}}) {
-    S3Config cfg = Moto()->Config();
+    aws::AwsConfig cfg = Moto()->Config();
     cfg.credentials.access_key_id = c.key_id;
     cfg.credentials.secret_access_key = secret;
     auto opened = S3BlobStore::Open("s3://" + bucket_ + "/job", cfg, TestOptions());
@@ -425,7 +429,7 @@ TEST_F(S3BlobStoreTest, OpenRejectsBadLocationsAndOptions) {
 TEST_F(S3BlobStoreTest, CheckpointStoreResumesFromTheS3TierAfterLosingTheLocalOne) {
   auto dir = TempDir::Create("spot_s3_store");
   ASSERT_TRUE(dir.ok());
-  const S3Config cfg = Moto()->Config();
+  const aws::AwsConfig cfg = Moto()->Config();
   setenv("AWS_ENDPOINT_URL", cfg.endpoint.c_str(), 1);
   setenv("AWS_ACCESS_KEY_ID", cfg.credentials.access_key_id.c_str(), 1);
   setenv("AWS_SECRET_ACCESS_KEY", cfg.credentials.secret_access_key.c_str(), 1);

@@ -1,7 +1,8 @@
-// One S3 request over HTTP(S) with libcurl, signed with AWS Signature Version
-// 4 by libcurl itself (CURLOPT_AWS_SIGV4; the payload's SHA-256 from OpenSSL),
-// retried with exponential backoff and full jitter on connection errors,
-// 5xx and throttling, and its failures mapped to Status codes:
+// One S3 request: the S3 URL of a bucket and key (path-style on a given
+// endpoint, virtual-hosted on AWS), sent and signed for service "s3" through
+// aws/aws_http.h (libcurl's SigV4, the payload's SHA-256 in
+// x-amz-content-sha256), retried with backoff and full jitter on connection
+// errors, 5xx and throttling, and its failures mapped to Status codes:
 //   404                                  NotFound
 //   403 (AccessDenied, InvalidAccessKeyId, SignatureDoesNotMatch, ...)
 //                                        FailedPrecondition (fix the credentials or policy)
@@ -10,30 +11,25 @@
 //                                        Unavailable
 //   other 4xx                            InvalidArgument with S3's code and message
 // Every message names the object (s3://bucket/key) and the operation, never a
-// secret. Thread-safe: requests share a pool of curl handles (and so their
-// open connections).
+// secret. Thread-safe.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include "ckpt/s3_config.h"
+#include "aws/aws_config.h"
+#include "aws/aws_http.h"
 #include "core/status.h"
 
 namespace spot::ckpt {
 
-struct S3RetryOptions {
-  int max_attempts = 6;            // >= 1; tries per request, the first included
-  double initial_backoff_s = 0.2;  // the first retry waits up to this (full jitter)
-  double max_backoff_s = 10;       // cap of the doubling wait
-  long connect_timeout_s = 10;     // per attempt
-  long stall_timeout_s = 60;       // an attempt moving under 1 byte/s this long fails
-};
+// Retries and timeouts of S3 requests (the defaults: 6 tries, backoff from
+// 0.2 s capped at 10 s, 10 s to connect, 60 s stalled).
+using S3RetryOptions = aws::RetryOptions;
 
 struct S3Request {
   std::string method = "GET";                              // GET, HEAD, PUT, POST, DELETE
@@ -47,18 +43,11 @@ struct S3Request {
   std::string what;  // the operation, for messages ("PUT", "UploadPart 3")
 };
 
-struct S3Response {
-  long status = 0;
-  std::string body;  // error bodies and bodies without a sink
-  std::string etag;  // the ETag header
-  uint64_t content_length = 0;
-  uint64_t sink_bytes = 0;
-};
+using S3Response = aws::HttpResponse;
 
 class S3Client {
  public:
-  S3Client(S3Config config, std::string bucket, S3RetryOptions retry);
-  ~S3Client();
+  S3Client(aws::AwsConfig config, std::string bucket, S3RetryOptions retry);
   S3Client(const S3Client&) = delete;
   S3Client& operator=(const S3Client&) = delete;
 
@@ -68,26 +57,11 @@ class S3Client {
   const std::string& bucket() const { return bucket_; }
 
  private:
-  struct Pool;
-  Result<S3Response> SendOnce(const S3Request& r, std::string* transport_error) const;
-  std::string Url(const S3Request& r) const;
+  std::string BaseUrl(const std::string& key) const;
 
-  S3Config config_;
+  aws::AwsConfig config_;
   std::string bucket_;
-  S3RetryOptions retry_;
-  std::unique_ptr<Pool> pool_;
+  aws::HttpClient http_;
 };
-
-// The text of the first element named `name` (any namespace) below the root
-// of XML `doc`, searching depth-first; "" when absent or unparsable.
-std::string XmlText(std::string_view doc, std::string_view name);
-// The texts of every `leaf` inside each element named `parent`, in document
-// order (e.g. ("Contents", "Key") of a ListObjectsV2 result).
-std::vector<std::string> XmlTexts(std::string_view doc, std::string_view parent,
-                                  std::string_view leaf);
-
-// AWS's URI encoding (RFC 3986 unreserved characters kept, every other byte
-// %XX); '/' kept when `keep_slash`.
-std::string UriEncode(std::string_view s, bool keep_slash);
 
 }  // namespace spot::ckpt

@@ -1,31 +1,26 @@
 #include "cloud/ec2_provider.h"
 
-#include <curl/curl.h>
 #include <fmt/format.h>
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <set>
-#include <thread>
 
-#include "ckpt/s3_client.h"
+#include "aws/aws_xml.h"
+#include "cloud/bootstrap.h"
+#include "cloud/ec2_market_feed.h"
+#include "cloud/provider_registry.h"
 #include "core/base64.h"
 
 namespace spot::cloud {
 namespace {
 
 constexpr char kVersion[] = "2016-11-15";
-
-size_t OnBody(char* data, size_t size, size_t n, void* user) {
-  static_cast<std::string*>(user)->append(data, size * n);
-  return size * n;
-}
 
 bool Throttled(const std::string& code) {
   return code == "RequestLimitExceeded" || code == "Throttling" || code == "ThrottlingException" ||
@@ -36,7 +31,7 @@ std::string FormEncode(const std::vector<std::pair<std::string, std::string>>& p
   std::string out;
   for (const auto& [k, v] : params) {
     if (!out.empty()) out += '&';
-    out += ckpt::UriEncode(k, false) + "=" + ckpt::UriEncode(v, false);
+    out += aws::UriEncode(k, false) + "=" + aws::UriEncode(v, false);
   }
   return out;
 }
@@ -114,93 +109,55 @@ Status MapEc2Error(const std::string& action, long http_status, const std::strin
   return InvalidArgumentError(detail);
 }
 
-Ec2Client::Ec2Client(ckpt::S3Config config, Ec2RetryOptions retry)
-    : config_(std::move(config)), retry_(retry) {
-  curl_global_init(CURL_GLOBAL_DEFAULT);
-  if (config_.endpoint.empty()) {
-    config_.endpoint = fmt::format("https://ec2.{}.amazonaws.com", config_.region);
+namespace {
+
+aws::AwsConfig WithEndpoint(aws::AwsConfig config) {
+  if (config.endpoint.empty()) {
+    config.endpoint = fmt::format("https://ec2.{}.amazonaws.com", config.region);
   }
-  curl_ = curl_easy_init();
+  return config;
 }
 
-Ec2Client::~Ec2Client() {
-  if (curl_ != nullptr) curl_easy_cleanup(static_cast<CURL*>(curl_));
-}
+}  // namespace
 
-Result<std::pair<long, std::string>> Ec2Client::Send(const std::string& body, std::string* error) {
-  CURL* curl = static_cast<CURL*>(curl_);
-  if (curl == nullptr) return InternalError("curl_easy_init failed");
-  curl_easy_reset(curl);
-  std::string response;
-  char errbuf[CURL_ERROR_SIZE] = {0};
-  const std::string url = config_.endpoint + "/";
-  const std::string sigv4 = "aws:amz:" + config_.region + ":ec2";
-  curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, "Content-Type: application/x-www-form-urlencoded");
-  if (!config_.credentials.session_token.empty()) {
-    const std::string t = "x-amz-security-token: " + config_.credentials.session_token;
-    headers = curl_slist_append(headers, t.c_str());
-  }
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, sigv4.c_str());
-  curl_easy_setopt(curl, CURLOPT_USERNAME, config_.credentials.access_key_id.c_str());
-  curl_easy_setopt(curl, CURLOPT_PASSWORD, config_.credentials.secret_access_key.c_str());
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 120L);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  const CURLcode rc = curl_easy_perform(curl);
-  long status = 0;
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  curl_slist_free_all(headers);
-  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
-  ++calls_;
-  if (rc != CURLE_OK) {
-    *error = fmt::format("{}: {}", url, errbuf[0] != 0 ? errbuf : curl_easy_strerror(rc));
-    if (rc == CURLE_URL_MALFORMAT || rc == CURLE_UNSUPPORTED_PROTOCOL) {
-      return InvalidArgumentError(*error);
-    }
-    return UnavailableError(*error);
-  }
-  return std::make_pair(status, std::move(response));
-}
+Ec2Client::Ec2Client(aws::AwsConfig config, Ec2RetryOptions retry)
+    : config_(WithEndpoint(std::move(config))),
+      http_(config_.credentials, config_.region, "ec2",
+            aws::RetryOptions{.max_attempts = retry.max_attempts,
+                              .initial_backoff_s = retry.initial_backoff_s,
+                              .max_backoff_s = retry.max_backoff_s,
+                              .connect_timeout_s = 10,
+                              .stall_timeout_s = 0,
+                              .total_timeout_s = 120}) {}
 
 Result<std::string> Ec2Client::Call(const std::string& action,
                                     std::vector<std::pair<std::string, std::string>> params) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
   params.emplace(params.begin(), "Version", kVersion);
   params.emplace(params.begin(), "Action", action);
   const std::string body = FormEncode(params);
-  Status last;
-  const int attempts = std::max(1, retry_.max_attempts);
-  for (int attempt = 1; attempt <= attempts; ++attempt) {
-    std::string error;
-    auto got = Send(body, &error);
-    if (got.ok()) {
-      if (got->first / 100 == 2) return std::move(got->second);
-      const std::string code = ckpt::XmlText(got->second, "Code");
-      last = MapEc2Error(action, got->first, code, ckpt::XmlText(got->second, "Message"));
-      if (!(Throttled(code) || got->first >= 500 || got->first == 429)) return last;
-    } else {
-      if (got.status().code() != StatusCode::kUnavailable) {
-        return Status(got.status().code(), "EC2 " + action + ": " + got.status().message());
-      }
-      last = UnavailableError("EC2 " + action + ": " + got.status().message());
+  const aws::HttpRequest request{.method = "POST",
+                                 .url = config_.endpoint + "/",
+                                 .headers = {"Content-Type: application/x-www-form-urlencoded"},
+                                 .body = body};
+  std::string out;
+  Status s = aws::RetryWithBackoff(http_.options(), [&](int) -> aws::AttemptOutcome {
+    ++calls_;
+    Result<aws::HttpResponse> got = http_.SendOnce(request);
+    if (!got.ok()) {
+      const StatusCode code = got.status().code();
+      return {Status(code, "EC2 " + action + ": " + got.status().message()),
+              code == StatusCode::kUnavailable};
     }
-    if (attempt == attempts) break;
-    const double cap =
-        std::min(retry_.max_backoff_s, retry_.initial_backoff_s * std::pow(2.0, attempt - 1));
-    const double wait = std::uniform_real_distribution<double>(0, cap)(rng);
-    spdlog::warn("{} (attempt {} of {}); retrying in {:.2f} s", last.message(), attempt, attempts,
-                 wait);
-    std::this_thread::sleep_for(std::chrono::duration<double>(wait));
-  }
-  return UnavailableError(fmt::format("{} (gave up after {} attempts)", last.message(), attempts));
+    if (got->status / 100 == 2) {
+      out = std::move(got->body);
+      return {Status::Ok()};
+    }
+    const std::string code = aws::XmlText(got->body, "Code");
+    return {MapEc2Error(action, got->status, code, aws::XmlText(got->body, "Message")),
+            Throttled(code) || got->status >= 500 || got->status == 429};
+  });
+  if (!s.ok()) return s;
+  return out;
 }
 
 std::vector<Ec2InstanceState> ParseEc2Instances(const std::string& xml) {
@@ -214,42 +171,30 @@ std::vector<Ec2InstanceState> ParseEc2Instances(const std::string& xml) {
   return out;
 }
 
-std::string ShellQuote(const std::string& word) {
-  std::string out = "'";
-  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-Result<std::string> RenderUserData(const BootstrapSpec& s) {
-  if (s.argv.empty()) return InvalidArgumentError("bootstrap: the worker command is empty");
-  auto bad = [](const std::string& v) { return v.find('\0') != std::string::npos; };
-  for (const std::string* v : {&s.job, &s.instance_id, &s.rendezvous_url, &s.checkpoint_location}) {
-    if (bad(*v)) return InvalidArgumentError("bootstrap: a value holds a NUL byte");
-  }
-  std::string out =
-      "#!/bin/bash\n"
-      "# SpotTrain worker bootstrap (EC2 user data). Interruption notices come from\n"
-      "# IMDSv2 on the instance.\n"
-      "set -euo pipefail\n";
-  out += "export SPOT_JOB=" + ShellQuote(s.job) + "\n";
-  out += "export SPOT_INSTANCE_ID=" + ShellQuote(s.instance_id) + "\n";
-  out += "export SPOT_RENDEZVOUS=" + ShellQuote(s.rendezvous_url) + "\n";
-  out += "export SPOT_CHECKPOINT=" + ShellQuote(s.checkpoint_location) + "\n";
-  out += "exec";
-  for (const std::string& a : s.argv) {
-    if (bad(a)) return InvalidArgumentError("bootstrap: a worker argument holds a NUL byte");
-    out += " " + ShellQuote(a);
-  }
-  return out + "\n";
-}
-
 void DeclareFields(Ec2ProviderOptions& o, FieldVisitor& v) {
+  v.String("region", &o.region,
+           "AWS region of the instances; empty: AWS_REGION, AWS_DEFAULT_REGION, else us-east-1");
+  v.String("image_id", &o.image_id,
+           "AMI the instances boot (required): an image with `spot` and the job's files at the "
+           "paths the job names");
+  v.String("subnet_id", &o.subnet_id, "subnet of the instances; empty: the zone's default subnet");
+  v.StringList("security_group_ids", &o.security_group_ids,
+               "security groups of the instances (they must reach the controller's rendezvous)");
+  v.String("key_name", &o.key_name, "EC2 key pair for SSH; empty: none");
+  v.String("iam_instance_profile", &o.iam_instance_profile,
+           "instance profile (name) whose role the workers use, e.g. to reach an S3 durable tier");
   v.Enum("allocation_strategy", &o.allocation_strategy,
          {"", "lowest-price", "price-capacity-optimized", "capacity-optimized", "diversified"},
          "CreateFleet (type instant) allocation strategy for spot launches that name no zone; "
          "empty: RunInstances in the chosen zone");
   v.Double("poll_interval_s", &o.poll_interval_s, {.min = 1},
            "simulated seconds between DescribeInstances calls (one call per interval, batched)");
+  v.String("profile", &o.profile,
+           "credentials profile of the shared credentials file; empty: AWS_ACCESS_KEY_ID/"
+           "AWS_SECRET_ACCESS_KEY, else AWS_PROFILE, else default");
+  v.Bool("price_feed", &o.price_feed,
+         "decide on EC2's spot price history of the job's zones (DescribeSpotPriceHistory) "
+         "instead of the replayed market");
 }
 
 std::string EncodeEc2InstanceData(const std::string& ec2_instance_id) {
@@ -268,22 +213,21 @@ Result<std::string> DecodeEc2InstanceData(const std::string& text) {
 Ec2Provider::Ec2Provider(std::unique_ptr<Ec2Client> client, Ec2ProviderOptions options)
     : opt_(std::move(options)), client_(std::move(client)) {}
 
-Result<std::string> Ec2Provider::LaunchTemplate() {
-  if (!template_name_.empty()) return template_name_;
-  // Named by the settings it holds (FNV-1a), so a changed setting gets a new one.
-  std::string settings = opt_.image_id + '\n' + opt_.user_data + '\n' + opt_.key_name + '\n' +
-                         opt_.iam_instance_profile;
+Result<std::string> Ec2Provider::LaunchTemplate(const std::string& user_data) {
+  // Named by the settings it holds (FNV-1a), so changed settings (or another
+  // instance's user data) get another one.
+  std::string settings =
+      opt_.image_id + '\n' + user_data + '\n' + opt_.key_name + '\n' + opt_.iam_instance_profile;
   for (const std::string& g : opt_.security_group_ids) settings += '\n' + g;
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : settings) h = (h ^ c) * 1099511628211ull;
   const std::string name = fmt::format("spot-{}-{:016x}", opt_.job, h);
+  if (templates_.count(name)) return name;
   std::vector<std::pair<std::string, std::string>> p = {
       {"LaunchTemplateName", name},
       {"LaunchTemplateData.ImageId", opt_.image_id},
       {"LaunchTemplateData.MetadataOptions.HttpTokens", "required"}};
-  if (!opt_.user_data.empty()) {
-    p.emplace_back("LaunchTemplateData.UserData", Base64Encode(opt_.user_data));
-  }
+  if (!user_data.empty()) p.emplace_back("LaunchTemplateData.UserData", Base64Encode(user_data));
   for (size_t i = 0; i < opt_.security_group_ids.size(); ++i) {
     p.emplace_back(fmt::format("LaunchTemplateData.SecurityGroupId.{}", i + 1),
                    opt_.security_group_ids[i]);
@@ -297,8 +241,8 @@ Result<std::string> Ec2Provider::LaunchTemplate() {
   if (!made.ok() && made.status().message().find("AlreadyExists") == std::string::npos) {
     return made.status();
   }
-  template_name_ = name;
-  return template_name_;
+  templates_.insert(name);
+  return name;
 }
 
 Result<InstanceView> Ec2Provider::Launch(const InstanceSpec& spec, double now_s) {
@@ -312,10 +256,16 @@ Result<InstanceView> Ec2Provider::Launch(const InstanceSpec& spec, double now_s)
   }
   std::vector<std::pair<std::string, std::string>> tags = {{"spot:job", opt_.job},
                                                            {"spot:instance", spec.id}};
+  std::string user_data;
+  if (opt_.user_data) {
+    Result<std::string> made = opt_.user_data(spec);
+    if (!made.ok()) return made.status().WithContext("EC2 launch of '" + spec.id + "': user data");
+    user_data = std::move(made).value();
+  }
   std::string xml;
   const bool fleet = spec.spot && spec.zone_name.empty() && !opt_.allocation_strategy.empty();
   if (fleet) {
-    SPOT_ASSIGN_OR_RETURN(std::string tmpl, LaunchTemplate());
+    SPOT_ASSIGN_OR_RETURN(std::string tmpl, LaunchTemplate(user_data));
     std::vector<std::pair<std::string, std::string>> p = {
         {"Type", "instant"},
         {"TargetCapacitySpecification.TotalTargetCapacity", "1"},
@@ -357,7 +307,7 @@ Result<InstanceView> Ec2Provider::Launch(const InstanceSpec& spec, double now_s)
     if (!opt_.iam_instance_profile.empty()) {
       p.emplace_back("IamInstanceProfile.Name", opt_.iam_instance_profile);
     }
-    if (!opt_.user_data.empty()) p.emplace_back("UserData", Base64Encode(opt_.user_data));
+    if (!user_data.empty()) p.emplace_back("UserData", Base64Encode(user_data));
     // IMDSv2 only: the worker reads its notices with a session token.
     p.emplace_back("MetadataOptions.HttpTokens", "required");
     if (spec.spot) {
@@ -373,11 +323,11 @@ Result<InstanceView> Ec2Provider::Launch(const InstanceSpec& spec, double now_s)
   }
   std::string ec2_id;
   if (fleet) {
-    std::vector<std::string> ids = ckpt::XmlTexts(xml, "instanceIds", "item");
+    std::vector<std::string> ids = aws::XmlTexts(xml, "instanceIds", "item");
     if (ids.empty()) {
-      const std::string code = ckpt::XmlText(xml, "errorCode");
+      const std::string code = aws::XmlText(xml, "errorCode");
       return MapEc2Error("CreateFleet", 200, code.empty() ? "NoInstance" : code,
-                         ckpt::XmlText(xml, "errorMessage"));
+                         aws::XmlText(xml, "errorMessage"));
     }
     ec2_id = ids.front();
   } else {
@@ -513,10 +463,10 @@ Result<std::vector<Ec2SpotPrice>> DescribeSpotPrices(Ec2Client& client,
     if (zones.size() == 1) p.emplace_back("AvailabilityZone", zones.front());
     if (!token.empty()) p.emplace_back("NextToken", token);
     SPOT_ASSIGN_OR_RETURN(std::string xml, client.Call("DescribeSpotPriceHistory", p));
-    std::vector<std::string> zs = ckpt::XmlTexts(xml, "item", "availabilityZone");
-    std::vector<std::string> types = ckpt::XmlTexts(xml, "item", "instanceType");
-    std::vector<std::string> prices = ckpt::XmlTexts(xml, "item", "spotPrice");
-    std::vector<std::string> times = ckpt::XmlTexts(xml, "item", "timestamp");
+    std::vector<std::string> zs = aws::XmlTexts(xml, "item", "availabilityZone");
+    std::vector<std::string> types = aws::XmlTexts(xml, "item", "instanceType");
+    std::vector<std::string> prices = aws::XmlTexts(xml, "item", "spotPrice");
+    std::vector<std::string> times = aws::XmlTexts(xml, "item", "timestamp");
     const size_t n = std::min({zs.size(), types.size(), prices.size(), times.size()});
     for (size_t i = 0; i < n; ++i) {
       if (!zones.empty() && std::find(zones.begin(), zones.end(), zs[i]) == zones.end()) continue;
@@ -529,7 +479,7 @@ Result<std::vector<Ec2SpotPrice>> DescribeSpotPrices(Ec2Client& client,
       }
       out.push_back({zs[i], types[i], price, times[i]});
     }
-    token = ckpt::XmlText(xml, "nextToken");
+    token = aws::XmlText(xml, "nextToken");
     if (token.empty()) break;
   }
   return out;
@@ -544,13 +494,78 @@ Result<std::vector<std::string>> OfferedZones(Ec2Client& client, const std::stri
                                                           {"Filter.1.Value.1", instance_type}};
     if (!token.empty()) p.emplace_back("NextToken", token);
     SPOT_ASSIGN_OR_RETURN(std::string xml, client.Call("DescribeInstanceTypeOfferings", p));
-    for (std::string& z : ckpt::XmlTexts(xml, "item", "location")) out.push_back(std::move(z));
-    token = ckpt::XmlText(xml, "nextToken");
+    for (std::string& z : aws::XmlTexts(xml, "item", "location")) out.push_back(std::move(z));
+    token = aws::XmlText(xml, "nextToken");
     if (token.empty()) break;
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+namespace {
+
+// The job's zones priced by EC2 (Ec2MarketFeed), on the market's tick grid
+// with tick `start_tick` at the job's start, known up to that tick.
+Status AttachPriceFeed(Ec2Provider& provider, const ProviderContext& c) {
+  const market::Trace& first = *c.zones.front();
+  Ec2MarketFeedOptions f{
+      .instance_type = c.instance_type.empty() ? first.pool.instance_type : c.instance_type,
+      .gap_seconds = first.gap_seconds,
+      .start_unix_s = c.wall_epoch_unix_s - static_cast<double>(c.start_tick) * first.gap_seconds};
+  for (const market::Trace* z : c.zones) f.zones.push_back(z->pool.zone);
+  Result<std::unique_ptr<Ec2MarketFeed>> made =
+      Ec2MarketFeed::Create(&provider.client(), std::move(f));
+  if (!made.ok()) return made.status().WithContext("provider ec2: the price feed");
+  // The controller starts deciding at the job's first tick: the feed must
+  // know it by then.
+  if (Status s = (*made)->Advance(c.start_tick); !s.ok()) {
+    return Status(s.code(),
+                  fmt::format("provider ec2: the price feed at the job's start: {} (the market's "
+                              "zones must be EC2 zones offering resources.instance_type; or set "
+                              "provider.price_feed: false "
+                              "to decide on the replayed market)",
+                              s.message()));
+  }
+  provider.set_feed(std::move(made).value());
+  return Status::Ok();
+}
+
+}  // namespace
+
+// The EC2 provider of a job: the client from the environment (or the
+// profile), each instance's bootstrap rendered at its launch from the
+// worker's command line, the job's rendezvous and its durable tier, and
+// (price_feed) the job's zones priced by EC2.
+Result<std::unique_ptr<Provider>> MakeEc2Provider(Ec2ProviderOptions o, const ProviderContext& c) {
+  if (o.image_id.empty()) {
+    return InvalidArgumentError(
+        "provider.image_id: required for `ec2`: the AMI the instances boot (with `spot` and the "
+        "job's files installed)");
+  }
+  Result<aws::AwsConfig> config = aws::AwsConfigFromEnvironment("EC2", o.profile);
+  if (!config.ok()) return config.status().WithContext("provider ec2");
+  if (!o.region.empty()) config->region = o.region;
+  auto client = std::make_unique<Ec2Client>(*std::move(config), Ec2RetryOptions{});
+  o.job = c.job_name.empty() ? o.job : c.job_name;
+  if (c.command) {
+    o.user_data = [c](const InstanceSpec& spec) -> Result<std::string> {
+      // The instance's local disk: the same path as on this machine (the
+      // bootstrap makes it).
+      const std::string local_dir = (std::filesystem::path(c.instances_dir) / spec.id).string();
+      return RenderBootstrap({.job = c.job_name,
+                              .instance_id = spec.id,
+                              .argv = c.command(spec, local_dir),
+                              .local_dir = local_dir,
+                              .rendezvous_url = c.rendezvous_url,
+                              .checkpoint_location = c.checkpoint_location,
+                              .comment = "SpotTrain instance " + spec.id +
+                                         " (EC2 user data; notices come from IMDSv2)"});
+    };
+  }
+  auto provider = std::make_unique<Ec2Provider>(std::move(client), o);
+  if (o.price_feed && !c.zones.empty()) SPOT_RETURN_IF_ERROR(AttachPriceFeed(*provider, c));
+  return std::unique_ptr<Provider>(std::move(provider));
 }
 
 }  // namespace spot::cloud

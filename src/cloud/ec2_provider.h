@@ -1,9 +1,10 @@
 // Ec2Provider: instances are EC2 instances, spot or on-demand, launched and
 // watched through the EC2 Query API (Action=...&Version=2016-11-15, a
 // form-encoded POST signed with Signature Version 4 for service "ec2" by
-// libcurl). Credentials, region and endpoint come as an AWS SDK finds them
-// (ckpt/s3_config.h: environment, shared credentials file, profile,
-// AWS_ENDPOINT_URL); secrets never appear in a message or a log line.
+// libcurl through aws/aws_http.h). Credentials, region and endpoint come as an
+// AWS SDK finds them (aws/aws_config.h: environment, shared credentials file,
+// profile, AWS_ENDPOINT_URL_EC2 or AWS_ENDPOINT_URL); secrets never appear in
+// a message or a log line.
 //
 //  - Launch: RunInstances of one instance in the spec's zone
 //    (Placement.AvailabilityZone), spot with InstanceMarketOptions
@@ -33,16 +34,20 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "ckpt/s3_config.h"
+#include "aws/aws_config.h"
+#include "aws/aws_http.h"
 #include "cloud/provider.h"
 #include "core/config_fields.h"
 #include "core/status.h"
+#include "market/feed.h"
 
 namespace spot::cloud {
 
@@ -56,8 +61,7 @@ struct Ec2RetryOptions {
 class Ec2Client {
  public:
   // `config.endpoint` "" = https://ec2.<region>.amazonaws.com.
-  Ec2Client(ckpt::S3Config config, Ec2RetryOptions retry);
-  ~Ec2Client();
+  Ec2Client(aws::AwsConfig config, Ec2RetryOptions retry);
   Ec2Client(const Ec2Client&) = delete;
   Ec2Client& operator=(const Ec2Client&) = delete;
 
@@ -68,10 +72,8 @@ class Ec2Client {
   const std::string& region() const { return config_.region; }
 
  private:
-  Result<std::pair<long, std::string>> Send(const std::string& body, std::string* error);
-  ckpt::S3Config config_;
-  Ec2RetryOptions retry_;
-  void* curl_ = nullptr;
+  aws::AwsConfig config_;
+  aws::HttpClient http_;
   int64_t calls_ = 0;
 };
 
@@ -79,26 +81,13 @@ class Ec2Client {
 Status MapEc2Error(const std::string& action, long http_status, const std::string& code,
                    const std::string& message);
 
-// What the instance bootstrap starts: the worker command line, with the
-// job's rendezvous and checkpoint location.
-struct BootstrapSpec {
-  std::string job;                  // job name
-  std::string instance_id;          // our id of the instance
-  std::vector<std::string> argv;    // the worker's command line
-  std::string rendezvous_url;       // where the worker meets the controller
-  std::string checkpoint_location;  // durable tier (s3://bucket/prefix, ...)
-};
-// A #!/bin/bash user-data script: exports SPOT_JOB, SPOT_INSTANCE_ID,
-// SPOT_RENDEZVOUS, SPOT_CHECKPOINT and execs the worker (every word
-// shell-quoted). InvalidArgument for an empty argv or a NUL byte.
-Result<std::string> RenderUserData(const BootstrapSpec& spec);
-// A word quoted for a POSIX shell ('...' with ' written '\'').
-std::string ShellQuote(const std::string& word);
-
 struct Ec2ProviderOptions {
   std::string job = "spot";  // the spot:job tag
-  std::string image_id;      // AMI (required)
-  std::string subnet_id;     // "" = the zone's default subnet
+  // The client's settings (used by the `ec2` registration, not by Ec2Provider):
+  std::string region;     // "" = AWS_REGION, AWS_DEFAULT_REGION, else us-east-1
+  std::string profile;    // credentials profile; "" = the environment, then AWS_PROFILE
+  std::string image_id;   // AMI (required)
+  std::string subnet_id;  // "" = the zone's default subnet
   std::vector<std::string> security_group_ids;
   std::string key_name;
   std::string iam_instance_profile;  // name
@@ -106,13 +95,17 @@ struct Ec2ProviderOptions {
   // launch names no zone ("" = RunInstances always): lowest-price,
   // price-capacity-optimized, capacity-optimized, diversified.
   std::string allocation_strategy;
-  std::string user_data;        // the bootstrap script (RenderUserData), base64-encoded on send
+  // The bootstrap script of one instance (RenderUserData of the worker it
+  // runs), made at each launch and base64-encoded on send; null = none.
+  std::function<Result<std::string>(const InstanceSpec& spec)> user_data;
   double poll_interval_s = 30;  // simulated seconds between DescribeInstances calls
+  // The job's market from EC2's spot price history (Ec2MarketFeed) instead
+  // of the replayed traces (used by the `ec2` registration).
+  bool price_feed = true;
 };
 
-// The parameters a job file can set today (the FieldVisitor has numbers,
-// integers, booleans and enums): allocation_strategy and poll_interval_s.
-// The string settings (image_id, subnet_id, ...) wait for a string field.
+// The parameters a job file sets under `provider:` (user_data and job come
+// from the job itself).
 void DeclareFields(Ec2ProviderOptions& o, FieldVisitor& v);
 
 // What the EC2 provider keeps in InstanceView::provider_data.
@@ -124,6 +117,7 @@ class Ec2Provider final : public Provider {
   Ec2Provider(std::unique_ptr<Ec2Client> client, Ec2ProviderOptions options);
 
   Result<InstanceView> Launch(const InstanceSpec& spec, double now_s) override;
+  market::MarketFeed* feed() override { return feed_.get(); }
   Status Terminate(const std::string& id, double now_s) override;
   std::vector<InstanceView> List() const override;
   std::vector<ProviderEvent> Poll(double now_s) override;
@@ -132,6 +126,8 @@ class Ec2Provider final : public Provider {
   // EC2 API requests sent so far (retries included): the cost AWS throttles.
   int64_t api_calls() const { return client_->calls(); }
   Ec2Client& client() { return *client_; }
+  // The live market the controller decides on (made over client()).
+  void set_feed(std::unique_ptr<market::MarketFeed> feed) { feed_ = std::move(feed); }
 
  private:
   struct Instance {
@@ -139,13 +135,14 @@ class Ec2Provider final : public Provider {
     std::string ec2_id;
     bool terminating = false;
   };
-  // The launch template of CreateFleet, made on first use.
-  Result<std::string> LaunchTemplate();
+  // The launch template of CreateFleet holding `user_data`, made on first use.
+  Result<std::string> LaunchTemplate(const std::string& user_data);
 
   Ec2ProviderOptions opt_;
   std::unique_ptr<Ec2Client> client_;
-  std::string template_name_;
+  std::set<std::string> templates_;  // the launch templates known to exist
   std::map<std::string, Instance> instances_;
+  std::unique_ptr<market::MarketFeed> feed_;
   double last_poll_s_ = -1e300;
 };
 
@@ -179,5 +176,15 @@ Result<std::vector<Ec2SpotPrice>> DescribeSpotPrices(Ec2Client& client,
 // The zones of the client's region that offer `instance_type`
 // (DescribeInstanceTypeOfferings, location type availability-zone), sorted.
 Result<std::vector<std::string>> OfferedZones(Ec2Client& client, const std::string& instance_type);
+
+struct ProviderContext;
+// The EC2 provider of a `spot run` job (registered as `ec2`): the client
+// from the environment (or the profile), each instance's user data rendered
+// at its launch (cloud/bootstrap.h) from the worker's command line, the
+// job's rendezvous and its durable tier, and (price_feed) the job's zones
+// priced by EC2 as the job's market. InvalidArgument naming
+// provider.image_id when it is empty; the credentials' errors.
+Result<std::unique_ptr<Provider>> MakeEc2Provider(Ec2ProviderOptions options,
+                                                  const ProviderContext& context);
 
 }  // namespace spot::cloud

@@ -6,24 +6,27 @@
 #include <unistd.h>
 
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
 
-#include "ckpt/s3_client.h"
-#include "ckpt/s3_testing.h"
+#include "aws/aws_testing.h"
+#include "aws/aws_xml.h"
 #include "cloud/ec2_market_feed.h"
+#include "cloud/provider_registry.h"
+#include "core/base64.h"
 #include "core/file_io.h"
 #include "core/temp_dir.h"
 
 namespace spot::cloud {
 namespace {
 
-using ckpt::FailingProxy;
-using ckpt::MotoServer;
-using ckpt::MotoSkipReason;
-using ckpt::VenvDir;
+using aws::FailingProxy;
+using aws::MotoServer;
+using aws::MotoSkipReason;
+using aws::VenvDir;
 
 MotoServer* Moto() {
   static std::optional<TempDir> dir;
@@ -85,7 +88,7 @@ Ec2RetryOptions FastRetry(int attempts) {
 }
 
 std::unique_ptr<Ec2Client> Client(const std::string& endpoint = "", int attempts = 4) {
-  ckpt::S3Config c = Moto()->Config();
+  aws::AwsConfig c = Moto()->Config();
   if (!endpoint.empty()) c.endpoint = endpoint;
   return std::make_unique<Ec2Client>(c, FastRetry(attempts));
 }
@@ -98,7 +101,7 @@ std::string Ami() {
     auto xml = c->Call("DescribeImages", {});
     EXPECT_TRUE(xml.ok()) << xml.status().ToString();
     if (xml.ok()) {
-      auto ids = ckpt::XmlTexts(*xml, "item", "imageId");
+      auto ids = aws::XmlTexts(*xml, "item", "imageId");
       if (!ids.empty()) ami = ids.front();
     }
     EXPECT_FALSE(ami.empty());
@@ -107,8 +110,12 @@ std::string Ami() {
 }
 
 Ec2ProviderOptions Options(const std::string& job) {
-  return {
-      .job = job, .image_id = Ami(), .user_data = "#!/bin/bash\necho hi\n", .poll_interval_s = 30};
+  return {.job = job,
+          .image_id = Ami(),
+          .user_data = [](const InstanceSpec& s) -> Result<std::string> {
+            return "#!/bin/bash\necho " + s.id + "\n";
+          },
+          .poll_interval_s = 30};
 }
 
 InstanceSpec Spot(const std::string& id, const std::string& zone = "us-east-1a") {
@@ -130,31 +137,6 @@ Ec2InstanceState Describe(const std::string& ec2_id) {
   return got.empty() ? Ec2InstanceState{} : got.front();
 }
 
-TEST(Ec2BootstrapTest, UserDataExportsTheJobAndExecsTheWorker) {
-  TempDir dir = std::move(TempDir::Create("spot_ec2_boot")).value();
-  const std::string out = (dir.path() / "env.txt").string();
-  auto script = RenderUserData({.job = "job 'seven'",
-                                .instance_id = "w-3",
-                                .argv = {"/bin/sh", "-c", "env > \"$0\"", out},
-                                .rendezvous_url = "http://10.0.0.1:7000/rdzv?x=$HOME",
-                                .checkpoint_location = "s3://ckpts/job-7"});
-  ASSERT_TRUE(script.ok()) << script.status().ToString();
-  EXPECT_TRUE(script->starts_with("#!/bin/bash\n"));
-  const std::string path = (dir.path() / "user-data").string();
-  ASSERT_TRUE(WriteFileAtomically(path, *script).ok());
-  ASSERT_EQ(std::system(("/bin/bash " + path).c_str()), 0) << *script;
-  auto env = ReadFile(out);
-  ASSERT_TRUE(env.ok());
-  EXPECT_NE(env->find("SPOT_JOB=job 'seven'\n"), std::string::npos) << *env;
-  EXPECT_NE(env->find("SPOT_INSTANCE_ID=w-3\n"), std::string::npos) << *env;
-  EXPECT_NE(env->find("SPOT_RENDEZVOUS=http://10.0.0.1:7000/rdzv?x=$HOME\n"), std::string::npos)
-      << *env;
-  EXPECT_NE(env->find("SPOT_CHECKPOINT=s3://ckpts/job-7\n"), std::string::npos) << *env;
-
-  EXPECT_EQ(RenderUserData({.job = "j"}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(ShellQuote("a'b"), "'a'\\''b'");
-}
-
 TEST(Ec2ProviderDataTest, RoundTripsAndRejectsOtherText) {
   auto id = DecodeEc2InstanceData(EncodeEc2InstanceData("i-0123"));
   ASSERT_TRUE(id.ok());
@@ -169,12 +151,17 @@ TEST(Ec2OptionsTest, DeclaresItsJobFileParametersWithBounds) {
     Ec2ProviderOptions o;
     DeclareFields(o, v);
   });
-  ASSERT_EQ(fields.size(), 2u);
-  EXPECT_EQ(fields[0].name, "allocation_strategy");
-  EXPECT_NE(fields[0].type.find("price-capacity-optimized"), std::string::npos) << fields[0].type;
-  EXPECT_EQ(fields[1].name, "poll_interval_s");
-  EXPECT_EQ(fields[1].default_value, "30");
-  EXPECT_FALSE(fields[1].bounds.empty());
+  std::vector<std::string> names;
+  for (const FieldInfo& f : fields) names.push_back(f.name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"region", "image_id", "subnet_id", "security_group_ids",
+                                      "key_name", "iam_instance_profile", "allocation_strategy",
+                                      "poll_interval_s", "profile", "price_feed"}));
+  ASSERT_EQ(fields.size(), 10u);
+  EXPECT_NE(fields[6].type.find("price-capacity-optimized"), std::string::npos) << fields[6].type;
+  EXPECT_EQ(fields[7].default_value, "30");
+  EXPECT_FALSE(fields[7].bounds.empty());
+  EXPECT_EQ(fields[9].default_value, "true");
 }
 
 TEST(Ec2ErrorTest, CodesMapToStatus) {
@@ -455,7 +442,7 @@ TEST(Ec2ProviderTest, InjectedErrorsMapToTheDocumentedStatus) {
 
 TEST(Ec2ProviderTest, WrongSecretFailsClearlyWithoutTheSecret) {
   SKIP_WITHOUT_MOTO();
-  ckpt::S3Config c = Moto()->Config();
+  aws::AwsConfig c = Moto()->Config();
   c.credentials.secret_access_key = "not-the-right-secret-4711";
   Ec2Provider p(std::make_unique<Ec2Client>(c, FastRetry(1)), Options("auth"));
   auto r = p.Launch(Spot("x-1"), 0);
@@ -465,7 +452,7 @@ TEST(Ec2ProviderTest, WrongSecretFailsClearlyWithoutTheSecret) {
 }
 
 TEST(Ec2ProviderTest, UnreachableEndpointIsUnavailable) {
-  ckpt::S3Config c{.endpoint = "http://127.0.0.1:1",
+  aws::AwsConfig c{.endpoint = "http://127.0.0.1:1",
                    .region = "us-east-1",
                    .credentials = {.access_key_id = "k", .secret_access_key = "s"}};
   Ec2Provider p(std::make_unique<Ec2Client>(c, FastRetry(2)),
@@ -473,6 +460,104 @@ TEST(Ec2ProviderTest, UnreachableEndpointIsUnavailable) {
   auto r = p.Launch(Spot("u-1"), 0);
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
   EXPECT_EQ(p.api_calls(), 2);
+}
+
+// The user data of an instance as EC2 keeps it (base64 decoded).
+std::string UserDataOf(const std::string& ec2_id) {
+  auto xml = Client()->Call("DescribeInstanceAttribute",
+                            {{"InstanceId", ec2_id}, {"Attribute", "userData"}});
+  EXPECT_TRUE(xml.ok()) << xml.status().ToString();
+  if (!xml.ok()) return "";
+  return Base64Decode(aws::XmlText(*xml, "value")).value_or("");
+}
+
+TEST(Ec2RegistryTest, RequiresAnImageAndRendersEachInstancesUserData) {
+  SKIP_WITHOUT_MOTO();
+  ProviderRegistry registry;
+  RegisterBuiltinProviders(registry);
+  ProviderContext ctx{.instances_dir = "/var/lib/spot-test/instances",
+                      .command =
+                          [](const InstanceSpec& s, const std::string& local_dir) {
+                            return std::vector<std::string>{
+                                "/usr/bin/spot",    "worker", "--id", s.id,
+                                "--checkpoint-dir", local_dir};
+                          },
+                      .job_name = "reg-job",
+                      .rendezvous_url = "tcp://10.200.0.1:29400",
+                      .checkpoint_location = "s3://ckpts/reg-job"};
+  auto missing = registry.Create(ComponentConfig{.name = "ec2", .field = "provider"}, ctx);
+  ASSERT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find("provider.image_id"), std::string::npos)
+      << missing.status().message();
+
+  const aws::AwsConfig c = Moto()->Config();
+  ASSERT_EQ(setenv("AWS_ENDPOINT_URL_EC2", c.endpoint.c_str(), 1), 0);
+  ASSERT_EQ(setenv("AWS_ACCESS_KEY_ID", c.credentials.access_key_id.c_str(), 1), 0);
+  ASSERT_EQ(setenv("AWS_SECRET_ACCESS_KEY", c.credentials.secret_access_key.c_str(), 1), 0);
+  auto made =
+      registry.Create(ComponentConfig{.name = "ec2",
+                                      .params = {{"image_id", Ami()}, {"region", "us-east-1"}},
+                                      .field = "provider",
+                                      .quoted = {"image_id", "region"}},
+                      ctx);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  Provider& p = **made;
+  EXPECT_EQ(p.feed(), nullptr);  // no zones in the context: the replay decides
+  for (const std::string id : {"r-1", "r-2"}) {
+    auto v = p.Launch(Spot(id), 0);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    auto ec2_id = DecodeEc2InstanceData(v->provider_data);
+    ASSERT_TRUE(ec2_id.ok());
+    EXPECT_EQ(Describe(*ec2_id).tags["spot:job"], "reg-job");
+    const std::string script = UserDataOf(*ec2_id);
+    EXPECT_NE(script.find("export SPOT_INSTANCE_ID='" + id + "'\n"), std::string::npos) << script;
+    EXPECT_NE(script.find("export SPOT_RENDEZVOUS='tcp://10.200.0.1:29400'\n"), std::string::npos);
+    EXPECT_NE(script.find("export SPOT_CHECKPOINT='s3://ckpts/reg-job'\n"), std::string::npos);
+    EXPECT_NE(script.find("exec '/usr/bin/spot' 'worker' '--id' '" + id +
+                          "' '--checkpoint-dir' '/var/lib/spot-test/instances/" + id + "'\n"),
+              std::string::npos)
+        << script;
+    ASSERT_TRUE(p.Terminate(id, 1).ok());
+  }
+
+  // With the job's zones, EC2's prices become the job's market, known up to
+  // its first tick; pools that name no EC2 instance type are refused, saying so.
+  market::Trace zone{.pool = {.zone = "us-east-1a", .instance_type = "m5.large"},
+                     .gap_seconds = 60};
+  ctx.zones = {&zone};
+  ctx.start_tick = 3;
+  ctx.wall_epoch_unix_s = static_cast<double>(std::time(nullptr));
+  const ComponentConfig priced{
+      .name = "ec2", .params = {{"image_id", Ami()}}, .field = "provider", .quoted = {"image_id"}};
+  auto fed = registry.Create(priced, ctx);
+  ASSERT_TRUE(fed.ok()) << fed.status().ToString();
+  ASSERT_NE((*fed)->feed(), nullptr);
+  EXPECT_EQ((*fed)->feed()->known_ticks(), 4);
+  ASSERT_EQ((*fed)->feed()->zones().size(), 1u);
+  EXPECT_EQ((*fed)->feed()->zones()[0]->pool.zone, "us-east-1a");
+  EXPECT_GT((*fed)->feed()->zones()[0]->price.back(), 0);
+  zone.pool.instance_type = "gpu_1";
+  auto unpriced = registry.Create(priced, ctx);
+  ASSERT_FALSE(unpriced.ok());
+  EXPECT_NE(unpriced.status().message().find("price_feed: false"), std::string::npos)
+      << unpriced.status().message();
+  unsetenv("AWS_ENDPOINT_URL_EC2");
+  unsetenv("AWS_ACCESS_KEY_ID");
+  unsetenv("AWS_SECRET_ACCESS_KEY");
+}
+
+// docs/job-spec.md tables the provider's parameters as `spot` declares them.
+TEST(Ec2RegistryTest, JobSpecDocsTableTheParameters) {
+  ProviderRegistry registry;
+  RegisterBuiltinProviders(registry);
+  ASSERT_TRUE(registry.Has("ec2"));
+  const std::string table = FieldsMarkdown(registry.Fields("ec2"));
+  auto doc = ReadFile(SPOT_SOURCE_DIR "/docs/job-spec.md");
+  ASSERT_TRUE(doc.ok()) << doc.status().ToString();
+  EXPECT_NE(doc->find("#### `ec2`\n\n" + registry.Help("ec2") + "\n\n" + table), std::string::npos)
+      << "docs/job-spec.md should hold, under #### `ec2`:\n"
+      << registry.Help("ec2") << "\n\n"
+      << table;
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "cloud/provider_registry.h"
 
+#include "cloud/ec2_provider.h"
 #include "cloud/local_provider.h"
+#include "cloud/slurm_provider.h"
 
 namespace spot::cloud {
 
@@ -23,6 +25,20 @@ void RegisterBuiltinProviders(ProviderRegistry& r) {
                                  .clock = c.clock});
       });
   (void)s;  // builtin names are distinct; a clash is a programmer bug caught by tests
+  s = r.RegisterWithOptionsOrError<Ec2ProviderOptions>(
+      "ec2",
+      "instances are EC2 instances (spot or on-demand) launched through the EC2 API; each "
+      "boots the image and runs the worker from its user data",
+      [](const Ec2ProviderOptions& o, const ProviderContext& c) { return MakeEc2Provider(o, c); });
+  (void)s;
+  s = r.RegisterWithOptionsOrError<SlurmProviderOptions>(
+      "slurm",
+      "instances are Slurm jobs (sbatch) in a partition of an on-premises cluster; a "
+      "preemption by a higher-priority partition or QOS is the notice (SIGTERM, then GraceTime)",
+      [](const SlurmProviderOptions& o, const ProviderContext& c) {
+        return MakeSlurmProvider(o, c);
+      });
+  (void)s;
 }
 
 }  // namespace spot::cloud

@@ -34,6 +34,7 @@ struct ProviderContext {
   std::string metadata_flavor = "aws";  // the metadata service instances are told about
   Clock* clock = nullptr;               // wall time (nullptr: the real clock)
   // For providers whose instances run elsewhere (their bootstrap):
+  std::string instance_type;  // resources.instance_type (a cloud's price feed)
   std::string job_name;
   std::string job_dir;              // the job's shared records (logs, progress)
   std::string rendezvous_url;       // as instances reach it (controller.advertise_host)

@@ -143,6 +143,7 @@ Status JobRunner::Impl::MakeProvider(double epoch, double compression) {
            },
        .metadata_flavor = o.spec.market.metadata,
        .clock = o.clock,
+       .instance_type = o.spec.resources.instance_type,
        .job_name = o.spec.name,
        .job_dir = o.job_dir,
        .rendezvous_url = o.rendezvous_url,

@@ -126,7 +126,7 @@ void ReadRunSpecFields(SpecReader& top, RunSpec* out) {
   m.Int("start_tick", &s.market.start_tick, {.min = 0});
   m.Double("time_compression", &s.market.time_compression, {.min = 0, .min_exclusive = true});
   m.Double("notice_seconds", &s.market.notice_seconds, {.min = 0, .max = 3600});
-  m.Enum("metadata", &s.market.metadata, {"aws", "gcp", "azure"});
+  m.Enum("metadata", &s.market.metadata, {"aws", "gcp", "azure", "none"});
   std::string scale = "auto";
   m.String("capacity_scale", &scale);
   if (scale != "auto" && scale.find_first_of("0123456789") == std::string::npos) {

@@ -40,7 +40,9 @@ struct MarketSpec {
   int64_t start_tick = 0;        // tick of the traces at which the job starts
   double time_compression = 60;  // simulated seconds per wall second (> 0)
   double notice_seconds = 120;   // interruption notice ahead of a reclaim (>= 0)
-  std::string metadata = "aws";  // the metadata service the instances see: aws | gcp | azure
+  // The metadata service the instances see: aws | gcp | azure | none (the
+  // workers watch none: a Slurm preemption's SIGTERM is the notice).
+  std::string metadata = "aws";
   // Capacity of a trace tick for the gang: "auto" (0 here) multiplies
   // single-instance probe traces (counts 0/1) by `nodes`, so a probe that got
   // one instance stands for the gang; a number in [1, kMaxCapacityScale]

@@ -52,7 +52,8 @@ TEST(RunSpec, BadPolicyParametersNameTheirLine) {
   cloud::RegisterBuiltinProviders(providers);
   Status unknown = providers.Validate(s->provider);
   EXPECT_EQ(unknown.code(), StatusCode::kNotFound);
-  EXPECT_NE(unknown.message().find("unknown provider 'ec9' (known: local)"), std::string::npos);
+  EXPECT_NE(unknown.message().find("unknown provider 'ec9' (known: ec2, local, slurm)"),
+            std::string::npos);
   auto nameless = Read("name: j\npolicy: {min_runs: 3}\n");
   EXPECT_FALSE(nameless.ok());
 }

@@ -281,29 +281,6 @@ std::string Printable(std::string_view bytes) {
   return out;
 }
 
-struct Endpoint {
-  std::string scheme;  // "tcp" or "etcd"
-  std::string host;    // brackets kept for IPv6: "[::1]"
-  int port = 0;
-};
-
-Result<Endpoint> ParseRendezvousUrl(const std::string& url) {
-  static const std::regex kForm(R"(^(tcp|etcd)://([A-Za-z0-9.\-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$)");
-  std::smatch m;
-  int port = 0;
-  if (std::regex_match(url, m, kForm)) {
-    const std::string digits = m[3];  // 1-5 digits: fits an int
-    std::from_chars(digits.data(), digits.data() + digits.size(), port);
-  }
-  if (port < 1 || port > 65535) {
-    return InvalidArgumentError(fmt::format(
-        "rendezvous address '{}': expected tcp://HOST:PORT (a TCPStore) or etcd://HOST:PORT "
-        "(etcd's client URL), with a port in 1-65535",
-        url));
-  }
-  return Endpoint{.scheme = m[1], .host = m[2], .port = port};
-}
-
 // One probe of a tcp:// rendezvous: every wait ends at the deadline, or as
 // soon as `stop` says so.
 class StoreProbe {
@@ -465,6 +442,23 @@ void BoundEveryCall(c10d::TCPStore& store, std::chrono::milliseconds timeout) {
 }
 
 }  // namespace
+
+Result<Endpoint> ParseRendezvousUrl(const std::string& url) {
+  static const std::regex kForm(R"(^(tcp|etcd)://([A-Za-z0-9.\-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$)");
+  std::smatch m;
+  int port = 0;
+  if (std::regex_match(url, m, kForm)) {
+    const std::string digits = m[3];  // 1-5 digits: fits an int
+    std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  }
+  if (port < 1 || port > 65535) {
+    return InvalidArgumentError(fmt::format(
+        "rendezvous address '{}': expected tcp://HOST:PORT (a TCPStore) or etcd://HOST:PORT "
+        "(etcd's client URL), with a port in 1-65535",
+        url));
+  }
+  return Endpoint{.scheme = m[1], .host = m[2], .port = port};
+}
 
 Status ProbeRendezvous(const std::string& url, std::chrono::milliseconds timeout,
                        const std::function<bool()>& stop) {

@@ -59,6 +59,15 @@ struct RendezvousBackend {
 Status ProbeRendezvous(const std::string& url, std::chrono::milliseconds timeout,
                        const std::function<bool()>& stop = nullptr);
 
+// A rendezvous address, "tcp://HOST:PORT" (a TCPStore) or "etcd://HOST:PORT".
+struct Endpoint {
+  std::string scheme;  // "tcp" or "etcd"
+  std::string host;    // brackets kept for IPv6: "[::1]"
+  int port = 0;
+};
+// InvalidArgument naming the address and the accepted forms.
+Result<Endpoint> ParseRendezvousUrl(const std::string& url);
+
 // Connects to "tcp://HOST:PORT" or "etcd://HOST:PORT". InvalidArgument for a
 // malformed address (naming it and the accepted forms); for tcp://, the
 // errors of ProbeRendezvous. Every later call on a tcp:// store gives up

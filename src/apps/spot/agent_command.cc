@@ -17,7 +17,9 @@
 //     (the signal, then SIGKILL after stop_grace_s) and starts them again in
 //     the new generation, so the program resumes from its checkpoint;
 //   - exits with the program's code: 0 when every rank finished, the first
-//     failing rank's code (128 + signal for a killed one) otherwise.
+//     failing rank's code (128 + signal for a killed one) otherwise;
+//   - with --metrics-port, serves /metrics (agent_metrics.h): the program's
+//     CPU time as busy time, its ranks, its restarts.
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -35,8 +37,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <thread>
 
+#include "apps/spot/agent_metrics.h"
 #include "apps/spot/agent_spec.h"
 #include "apps/spot/commands.h"
 #include "apps/spot/exit_code.h"
@@ -47,6 +49,7 @@
 #include "core/logging.h"
 #include "core/net.h"
 #include "core/process.h"
+#include "core/process_cpu.h"
 #include "core/spec_reader.h"
 #include "dist/c10d_stores.h"
 #include "dist/rendezvous.h"
@@ -75,6 +78,16 @@ CLI::App* AddAgentCommand(CLI::App& app, AgentArgs* args) {
   cmd->add_option("--notice-poll", args->notice_poll_s, "Seconds between metadata polls")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--metrics-port", args->metrics_port,
+                  "Serve Prometheus metrics at http://127.0.0.1:PORT/metrics: the program's CPU "
+                  "time as busy time, its ranks, its restarts (0: none)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--cpus", args->cpus,
+                  "CPUs the program's ranks may use, for its busy fraction (0: this instance's "
+                  "share of the CPUs it may run on)")
+      ->check(CLI::Range(0, 65536))
+      ->capture_default_str();
   return cmd;
 }
 
@@ -82,6 +95,13 @@ namespace {
 
 constexpr double kTickS = 0.05;       // the agent's loop period
 constexpr double kGangCheckS = 0.25;  // between looks at the rendezvous
+
+// The CPUs this node's ranks share: the instances of a job may share one
+// machine (the local provider), each taking its part of the CPUs it may run
+// on; OMP_NUM_THREADS splits them between its ranks.
+int NodeCpus(const AgentSpec& spec) {
+  return std::max(1, AvailableCpus() / std::max(1, spec.max_nodes));
+}
 
 // One rank: `sh -c RUN` in a process group of its own, and what became of
 // it. The shell may run the program as its child: a signal to the group
@@ -99,7 +119,9 @@ struct Rank {
 
 class Agent {
  public:
-  Agent(AgentSpec spec, const AgentArgs& args) : spec_(std::move(spec)), args_(args) {}
+  // `metrics` may be null (no /metrics).
+  Agent(AgentSpec spec, const AgentArgs& args, AgentMetrics* metrics)
+      : spec_(std::move(spec)), args_(args), metrics_(metrics) {}
 
   int Run();
 
@@ -129,6 +151,7 @@ class Agent {
 
   AgentSpec spec_;
   const AgentArgs& args_;
+  AgentMetrics* metrics_;
   std::shared_ptr<dist::KvStore> kv_;
   std::unique_ptr<dist::Rendezvous> rdzv_;
   std::vector<Rank> ranks_;
@@ -282,9 +305,7 @@ Status Agent::StartRanks(const dist::Generation& g, const std::string& master) {
   const size_t colon = master.rfind(':');
   const int n = spec_.nproc_per_node;
   const int world = g.world_size() * n;
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const int threads =
-      std::max(1, static_cast<int>(cores) / std::max(1, spec_.max_nodes * spec_.nproc_per_node));
+  const int threads = std::max(1, NodeCpus(spec_) / std::max(1, spec_.nproc_per_node));
   ranks_.clear();
   signalled_ = false;
   for (int local = 0; local < n; ++local) {
@@ -325,6 +346,7 @@ Status Agent::StartRanks(const dist::Generation& g, const std::string& master) {
     }
     ranks_.push_back({.pid = *pid});
   }
+  if (metrics_) metrics_->SetRanksRunning(n);
   spdlog::info("generation {}: node {} of {}, ranks {}..{} of {} (master {})", g.number, g.rank,
                g.world_size(), g.rank * n, g.rank * n + n - 1, world, master);
   return Status::Ok();
@@ -347,6 +369,10 @@ Agent::Ended Agent::Supervise(const dist::Generation& g) {
   };
   while (PollRanks()) {
     const double now = clock->MonotonicS();
+    if (metrics_) {
+      metrics_->SetRanksRunning(static_cast<int>(
+          std::count_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; })));
+    }
     if (!stop_ && TakeStopSignal()) {
       stop_ = true;
       stop_ranks(SIGTERM, "instance given back");
@@ -411,6 +437,7 @@ Agent::Ended Agent::Supervise(const dist::Generation& g) {
     }
     clock->SleepFor(kTickS);
   }
+  if (metrics_) metrics_->SetRanksRunning(0);
   if (stop_ || noticed_) return Ended::kStopped;
   if (gang_changed || peer_noticed_) return Ended::kGangChanged;
   if (FirstFailure() == 0) return Ended::kFinished;
@@ -425,13 +452,6 @@ Agent::Ended Agent::Supervise(const dist::Generation& g) {
 }
 
 int Agent::Run() {
-  // Signals are taken by the loop (sigtimedwait), before any thread starts.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // see PollRanks
   std::error_code ec;
   fs::create_directories(args_.local_dir, ec);
   fs::remove(fs::path(args_.local_dir) / "notice.json", ec);
@@ -518,6 +538,7 @@ int Agent::Run() {
       }
       case Ended::kGangChanged:
         ++restarts_;
+        if (metrics_) metrics_->CountRestart();
         spdlog::info("the gang changed; restarting the program (restart {})", restarts_);
         break;
     }
@@ -539,7 +560,29 @@ int RunAgentCommand(const AgentArgs& args) {
   }
   SetLogContext({{"job", spec->job}, {"role", std::string("agent")}, {"instance", args.id}});
   SetTextLogPattern(fmt::format("[%H:%M:%S.%e] [agent {}] [%^%l%$] %v", args.id));
-  return Agent(std::move(spec).value(), args).Run();
+  // Signals are taken by the loop (sigtimedwait): blocked before any thread
+  // starts (the metrics server's, the notice watcher's).
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // see PollRanks; and orphans' CPU time is counted
+  std::unique_ptr<AgentMetrics> metrics;
+  if (args.metrics_port > 0) {
+    const int cpus = args.cpus > 0 ? args.cpus : NodeCpus(*spec);
+    auto started = AgentMetrics::Start(
+        {.job = spec->job, .instance = args.id, .port = args.metrics_port, .cpus = cpus});
+    if (!started.ok()) {
+      fmt::print(stderr, "error: --metrics-port {}: {}\n", args.metrics_port,
+                 started.status().message());
+      return ExitCodeFor(started.status());
+    }
+    metrics = std::move(started).value();
+    spdlog::info("metrics at http://127.0.0.1:{}/metrics (busy time over {} CPUs)", metrics->port(),
+                 cpus);
+  }
+  return Agent(std::move(spec).value(), args, metrics.get()).Run();
 }
 
 }  // namespace spot::cli

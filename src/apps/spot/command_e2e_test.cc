@@ -3,10 +3,13 @@
 // shell scripts here: what they do is the point, not what they train),
 // preempted by a replayed market through their metadata endpoints.
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -15,8 +18,10 @@
 
 #include "apps/spot/e2e_support.h"
 #include "apps/spot/test_process.h"
+#include "control/job_store.h"
 #include "core/net.h"
 #include "core/number_text.h"
+#include "core/process_cpu.h"
 
 namespace spot::testing {
 namespace {
@@ -381,6 +386,73 @@ TEST_F(CommandTest, AKilledControllerResumesAndTheProgramsReportsReachTheNewOne)
   EXPECT_EQ(s["steps"], 400);
   EXPECT_EQ(s["launches"], 0) << "the running instance is adopted, not replaced";
   EXPECT_EQ(ReadText(dir_ / "killed" / "controller" / "api.port"), port);
+}
+
+// A command worker's utilization: its agent serves the program's CPU time as
+// busy time, which the controller turns into per-tick samples (one tick a
+// wall second here) and the dashboard into its worker-by-tick heatmap, as
+// for a native worker. The oracle is the program's own account (`times`):
+// the ticks add up to its CPU seconds over the CPUs of the node, whatever
+// share of them a loaded machine gives it, less what happened before the
+// first scrape and after the last (a second each at most).
+TEST_F(CommandTest, ABusyProgramShowsAsTheWorkersUtilization) {
+  WriteTrace("zone-a", {});
+  Script("burn.sh",
+         "for i in 1 2 3 4; do timeout 6 sh -c 'while :; do :; done' & done\n"
+         "wait\ntimes > burned.txt\n");
+  auto job = CommandJob("burn", "./burn.sh", 1, "");
+  ProcessResult r = Spot({"run", job.string()}, "burn");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // `times`: the shell's user and system time, then its children's.
+  const std::string burned = ReadText(dir_ / "burned.txt");
+  int um = 0, sm = 0;
+  double us = 0, ss = 0;
+  ASSERT_EQ(std::sscanf(burned.substr(burned.find('\n') + 1).c_str(), "%dm%lfs %dm%lfs", &um, &us,
+                        &sm, &ss),
+            4)
+      << burned;
+  const double busy_s = (60 * um + us + 60 * sm + ss) / AvailableCpus();
+  ASSERT_GT(busy_s, 0.5) << burned;
+
+  auto store = control::JobStore::Open((dir_ / "burn" / "controller" / "state.db").string());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto samples = (*store)->Samples("burn", "busy/");
+  ASSERT_TRUE(samples.ok()) << samples.status().ToString();
+  std::map<std::string, double> ticks_sum;  // instance -> its busy fractions added up
+  for (const control::SamplePoint& p : *samples) {
+    EXPECT_GE(p.value, 0) << p.series;
+    EXPECT_LE(p.value, 1) << p.series;
+    ticks_sum[p.series.substr(5)] += p.value;
+  }
+  ASSERT_EQ(ticks_sum.size(), 1u) << "one instance, samples of it";
+  const std::string instance = ticks_sum.begin()->first;
+  EXPECT_GT(ticks_sum[instance], 0.4 * busy_s) << burned;
+  EXPECT_LT(ticks_sum[instance], 1.3 * busy_s + 0.2) << burned;
+
+  // The dashboard of the finished job (`spot monitor`) shows the same cells.
+  auto port = PickFreePort();
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  ChildProcess monitor({SPOT_BIN, "monitor", job.string(), "--port", std::to_string(*port)},
+                       (dir_ / "monitor").string());
+  httplib::Client client("127.0.0.1", *port);
+  std::string body;
+  for (int i = 0; i < 200 && body.empty(); ++i) {
+    auto got = client.Get("/api/v1/jobs/burn/dashboard");
+    if (got && got->status == 200) body = got->body;
+    if (body.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(body.empty()) << "spot monitor did not answer";
+  const json u = json::parse(body)["utilization"];
+  ASSERT_EQ(u["workers"].size(), 1u) << u.dump();
+  const json& row = u["workers"][0];
+  EXPECT_EQ(row["id"], instance);
+  for (const control::SamplePoint& p : *samples) {
+    const size_t k = static_cast<size_t>(std::llround(p.t_s / u["bucket_s"].get<double>()));
+    ASSERT_LT(k, row["busy"].size()) << u.dump();
+    EXPECT_EQ(row["busy"][k], p.value) << "tick " << k;
+  }
+  monitor.Kill(SIGTERM);
+  EXPECT_EQ(monitor.Wait(10).exit_code, 0);
 }
 
 // Command job files get the same checks as any: exit 2 naming the field.

@@ -35,8 +35,8 @@ struct WorkerArgs {
   std::string job_path;
   std::string rendezvous;  // tcp://HOST:PORT | etcd://HOST:PORT
   std::string id;
-  std::string host = "127.0.0.1";
-  int threads = 0;  // overrides the job's threads when > 0
+  std::string host;  // "" = this machine's address toward the rendezvous host
+  int threads = 0;   // overrides the job's threads when > 0
   std::string step_log, sample_log, event_log;
   double slowdown = 0;
   bool plain_progress = false;
@@ -61,6 +61,8 @@ struct AgentArgs {
   std::string controller_url;
   std::string watch = "auto";
   double notice_poll_s = 1;
+  int metrics_port = 0;  // --metrics-port: 0 = none
+  int cpus = 0;          // --cpus: 0 = this instance's share of the CPUs
 };
 
 CLI::App* AddAgentCommand(CLI::App& app, AgentArgs* args);

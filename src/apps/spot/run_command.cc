@@ -192,27 +192,29 @@ std::string SelfExe() {
 // (its pid and port are kept in <state dir>/rendezvous.json). *started: this
 // call started it.
 Result<std::string> EnsureRendezvous(const std::string& state_dir, const std::string& job_dir,
-                                     bool* started) {
+                                     const std::string& host, bool* started) {
   *started = false;
   const std::string record = (fs::path(state_dir) / "rendezvous.json").string();
   if (auto text = ReadFile(record); text.ok()) {
     auto j = nlohmann::json::parse(*text, nullptr, false);
-    if (!j.is_discarded() && ProcessMatches(j.value("pid", int64_t{0}), "rendezvous")) {
-      return fmt::format("tcp://127.0.0.1:{}", j.value("port", 0));
+    if (!j.is_discarded() && ProcessMatches(j.value("pid", int64_t{0}), "rendezvous") &&
+        j.value("host", std::string("127.0.0.1")) == host) {
+      return fmt::format("tcp://{}:{}", host, j.value("port", 0));
     }
   }
   SPOT_ASSIGN_OR_RETURN(int port, PickFreePort());
-  SPOT_ASSIGN_OR_RETURN(int64_t pid,
-                        Spawn({.argv = {SelfExe(), "rendezvous", "--port", std::to_string(port)},
-                               .log_path = (fs::path(job_dir) / "rendezvous.log").string()}));
+  SPOT_ASSIGN_OR_RETURN(
+      int64_t pid,
+      Spawn({.argv = {SelfExe(), "rendezvous", "--host", host, "--port", std::to_string(port)},
+             .log_path = (fs::path(job_dir) / "rendezvous.log").string()}));
   *started = true;
-  if (Status st =
-          WriteFileAtomically(record, nlohmann::json{{"pid", pid}, {"port", port}}.dump() + "\n");
+  if (Status st = WriteFileAtomically(
+          record, nlohmann::json{{"pid", pid}, {"host", host}, {"port", port}}.dump() + "\n");
       !st.ok()) {
     SignalProcess(pid, SIGTERM);  // unrecorded, no later command could find it
     return st;
   }
-  return fmt::format("tcp://127.0.0.1:{}", port);
+  return fmt::format("tcp://{}:{}", host, port);
 }
 
 void StopRendezvous(const std::string& state_dir) {
@@ -229,14 +231,28 @@ void StopRendezvous(const std::string& state_dir) {
 
 // How an instance of a command workload starts: `spot agent` on the job's
 // agent file, joining the rendezvous, with its local disk, the controller's
-// API and the metadata service to watch.
+// API, the metadata service to watch and the port for its /metrics (the
+// program's busy time, as a native worker's).
 std::function<std::vector<std::string>(const control::WorkerLaunch&)> AgentCommand(
     const LoadedJob& j, const std::string& agent_json, const std::string& rdzv_url) {
   return [=, exe = SelfExe(), watch = j.run.market.metadata](const control::WorkerLaunch& l) {
-    return std::vector<std::string>{exe,         "agent",         agent_json, "--rendezvous",
-                                    rdzv_url,    "--id",          l.spec.id,  "--local-dir",
-                                    l.local_dir, "--controller",  l.api_url,  "--watch",
-                                    watch,       "--notice-poll", "0.1"};
+    return std::vector<std::string>{exe,
+                                    "agent",
+                                    agent_json,
+                                    "--rendezvous",
+                                    rdzv_url,
+                                    "--id",
+                                    l.spec.id,
+                                    "--local-dir",
+                                    l.local_dir,
+                                    "--controller",
+                                    l.api_url,
+                                    "--watch",
+                                    watch,
+                                    "--notice-poll",
+                                    "0.1",
+                                    "--metrics-port",
+                                    std::to_string(l.metrics_port)};
   };
 }
 
@@ -281,6 +297,14 @@ std::function<std::vector<std::string>(const control::WorkerLaunch&)> WorkerComm
                                     "--log-interval",
                                     "5"};
   };
+}
+
+// Where the workers' checkpoints are kept durably: the train section's
+// durable tier, or a command workload's checkpoint directory.
+std::string CheckpointLocation(const LoadedJob& j) {
+  if (!j.run.command.enabled()) return j.train.checkpoint.durable_dir;
+  return j.run.command.checkpoint_dir.empty() ? (fs::path(j.job_dir) / "checkpoints").string()
+                                              : j.run.command.checkpoint_dir;
 }
 
 int Fail(const Status& s) {
@@ -389,7 +413,7 @@ int RunRunCommand(const RunArgs& args) {
   ExportLogEnvironment();       // setenv: before any thread starts
   control::BlockStopSignals();  // before any thread starts
   bool started = false;
-  auto rdzv_url = EnsureRendezvous(state_dir, j.job_dir, &started);
+  auto rdzv_url = EnsureRendezvous(state_dir, j.job_dir, j.run.controller.advertise_host, &started);
   if (!rdzv_url.ok()) return Fail(rdzv_url.status());
   const bool command = j.run.command.enabled();
   const auto ttl = std::chrono::milliseconds(
@@ -417,7 +441,8 @@ int RunRunCommand(const RunArgs& args) {
              return !alive.ok() || *alive;  // a store hiccup is not a verdict
            },
        .on_instance_gone = [kv](const std::string& id) { (void)kv->MarkDead(id); },
-       .rendezvous_url = *rdzv_url});
+       .rendezvous_url = *rdzv_url,
+       .checkpoint_location = CheckpointLocation(j)});
   if (!runner.ok()) {
     return FailWithRendezvous(runner.status(), started, state_dir, j.run.name, nullptr);
   }

@@ -15,7 +15,7 @@
 
 #include "apps/spot/e2e_support.h"
 #include "ckpt/s3_blob_store.h"
-#include "ckpt/s3_testing.h"
+#include "aws/aws_testing.h"
 #include "cloud/local_provider.h"
 #include "control/job_store.h"
 
@@ -257,14 +257,14 @@ TEST_F(RunTest, UnnoticedPreemptionsLoseAtMostSinceCheckpoint) {
 // An S3 durable tier (moto's S3 server, signatures checked): every instance
 // the market takes loses its local disk, and its replacement resumes from S3.
 TEST_F(RunTest, ReplacementsResumeFromAnS3DurableTier) {
-  const fs::path venv = ckpt::VenvDir(SPOT_SOURCE_DIR);
-  if (std::string why = ckpt::MotoSkipReason(venv); !why.empty()) {
+  const fs::path venv = aws::VenvDir(SPOT_SOURCE_DIR);
+  if (std::string why = aws::MotoSkipReason(venv); !why.empty()) {
     GTEST_SKIP() << "SKIPPED: no S3 server (moto): " << why;
   }
-  auto moto = ckpt::MotoServer::Start({.venv = venv, .log_path = dir_ / "moto.log"});
+  auto moto = aws::MotoServer::Start({.venv = venv, .log_path = dir_ / "moto.log"});
   ASSERT_TRUE(moto.ok()) << moto.status().ToString();
   ASSERT_TRUE((*moto)->CreateBucket("spot-e2e").ok());
-  const ckpt::S3Config c = (*moto)->Config();
+  const aws::AwsConfig c = (*moto)->Config();
   const std::pair<const char*, std::string> env[] = {
       {"AWS_ENDPOINT_URL", c.endpoint},
       {"AWS_REGION", c.region},

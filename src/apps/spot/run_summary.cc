@@ -186,8 +186,9 @@ int PrintRunSummary(control::JobStore& store, const control::RunSpec& spec, cons
   fmt::print("  cost                  ${:.2f} (spot ${:.2f}, on-demand ${:.2f})\n", o.cost_usd,
              spend.spot_usd, spend.od_usd);
   PrintPrediction(spec, p, saving);
-  fmt::print("  preemptions survived  {} ({} interruption notices to instances)\n", o.preemptions,
-             o.notices);
+  fmt::print(
+      "  preemptions survived  {} ({} interruption notices to instances, {} instances reclaimed)\n",
+      o.preemptions, o.notices, o.instances_reclaimed);
   if (redone >= 0) {
     fmt::print("  work lost             {} steps redone of {}\n", redone, trained.steps);
   }
@@ -224,6 +225,7 @@ int PrintRunSummary(control::JobStore& store, const control::RunSpec& spec, cons
                       {"predicted_preemptions", p.policy.preemptions},
                       {"predicted_usd_at_estimate", p.at_estimate.cost},
                       {"preemptions", o.preemptions},
+                      {"instances_reclaimed", o.instances_reclaimed},
                       {"notices", o.notices},
                       {"launches", o.launches},
                       {"decisions", o.decisions},

@@ -1,7 +1,10 @@
 // `spot worker` and `spot rendezvous`.
+#include <arpa/inet.h>
 #include <fmt/format.h>
+#include <netdb.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -58,6 +61,48 @@ std::optional<int> CheckRendezvous(const std::string& url, double timeout_s, con
   return std::nullopt;
 }
 
+// The address of this machine the rendezvous host is reached from: where
+// the other workers of a job spread over machines reach this one (a worker
+// on the rendezvous host itself: 127.0.0.1 for a rendezvous on loopback). A
+// UDP connect only picks the route; nothing is sent.
+Result<std::string> AddressTowardRendezvous(const std::string& url) {
+  SPOT_ASSIGN_OR_RETURN(dist::Endpoint e, dist::ParseRendezvousUrl(url));
+  std::string host = e.host;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), std::to_string(e.port).c_str(), &hints, &found); rc != 0) {
+    return UnavailableError(fmt::format("rendezvous host {}: {}", host, gai_strerror(rc)));
+  }
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(found, freeaddrinfo);
+  const int fd = socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return UnavailableError(fmt::format("socket: {}", std::strerror(errno)));
+  sockaddr_storage local{};
+  socklen_t len = sizeof(local);
+  const bool routed = connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+                      getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
+  const int err = errno;
+  close(fd);
+  if (!routed) {
+    return UnavailableError(
+        fmt::format("no address of this machine reaches the rendezvous host "
+                    "{}: {} (give --host)",
+                    host, std::strerror(err)));
+  }
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* addr =
+      local.ss_family == AF_INET6
+          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+          : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+  if (inet_ntop(local.ss_family, addr, text, sizeof(text)) == nullptr) {
+    return UnavailableError(fmt::format("inet_ntop: {}", std::strerror(errno)));
+  }
+  return std::string(text);
+}
+
 }  // namespace
 
 CLI::App* AddWorkerCommand(CLI::App& app, WorkerArgs* args) {
@@ -71,8 +116,9 @@ CLI::App* AddWorkerCommand(CLI::App& app, WorkerArgs* args) {
                   "or etcd://HOST:PORT (etcd's client address)")
       ->required();
   cmd->add_option("--id", args->id, "Unique worker id (default: <hostname>-<pid>-<random>)");
-  cmd->add_option("--host", args->host, "Address the other workers reach this one at")
-      ->capture_default_str();
+  cmd->add_option("--host", args->host,
+                  "Address the other workers reach this one at (default: this machine's "
+                  "address toward the rendezvous host, 127.0.0.1 for a rendezvous on loopback)");
   cmd->add_option("--threads", args->threads, "Intra-op threads (overrides the job's threads)")
       ->check(CLI::Range(0, 256));
   cmd->add_option("--step-log", args->step_log,
@@ -123,6 +169,15 @@ int RunWorkerCommand(const WorkerArgs& args) {
                                   spec->name, tag)) {
     return *stop;
   }
+  std::string host = args.host;
+  if (host.empty()) {
+    auto toward = AddressTowardRendezvous(args.rendezvous);
+    if (!toward.ok()) {
+      fmt::print(stderr, "error: {}\n", toward.status().message());
+      return ExitCodeFor(toward.status());
+    }
+    host = *toward;
+  }
   // The termination watcher: a notice stops the worker as SIGTERM would, with
   // the notice's time as the deadline for the checkpoint.
   std::unique_ptr<cloud::TerminationWatcher> watcher;
@@ -160,7 +215,7 @@ int RunWorkerCommand(const WorkerArgs& args) {
   }
   auto summary = dist::RunWorker(*spec, {.rendezvous = args.rendezvous,
                                          .id = args.id,
-                                         .host = args.host,
+                                         .host = host,
                                          .step_log_path = args.step_log,
                                          .sample_log_path = args.sample_log,
                                          .event_log_path = args.event_log,

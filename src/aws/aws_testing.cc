@@ -1,4 +1,4 @@
-#include "ckpt/s3_testing.h"
+#include "aws/aws_testing.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -13,13 +13,13 @@
 #include <sstream>
 #include <string_view>
 
-#include "ckpt/s3_client.h"
+#include "aws/aws_http.h"
 #include "core/file_io.h"
 #include "core/net.h"
 #include "core/number_text.h"
 #include "core/process.h"
 
-namespace spot::ckpt {
+namespace spot::aws {
 namespace {
 
 namespace fs = std::filesystem;
@@ -115,13 +115,20 @@ MotoServer::~MotoServer() {
   if (pid_ > 0) (void)StopProcess(pid_, 2, /*whole_group=*/true);
 }
 
-S3Config MotoServer::Config() const {
-  return S3Config{.endpoint = endpoint_, .region = "us-east-1", .credentials = credentials_};
+AwsConfig MotoServer::Config() const {
+  return AwsConfig{.endpoint = endpoint_, .region = "us-east-1", .credentials = credentials_};
 }
 
 Status MotoServer::CreateBucket(const std::string& bucket) const {
-  S3Client client(Config(), bucket, S3RetryOptions{});
-  return client.Send({.method = "PUT", .what = "CreateBucket"}).status();
+  HttpClient http(credentials_, "us-east-1", "s3", RetryOptions{.max_attempts = 1});
+  SPOT_ASSIGN_OR_RETURN(HttpResponse r, http.SendOnce({.method = "PUT",
+                                                       .url = endpoint_ + "/" + bucket,
+                                                       .payload_hash_header = true,
+                                                       .what = "CreateBucket"}));
+  if (r.status / 100 != 2) {
+    return UnavailableError(fmt::format("CreateBucket {}: HTTP {}: {}", bucket, r.status, r.body));
+  }
+  return Status::Ok();
 }
 
 namespace {
@@ -235,4 +242,4 @@ void FailingProxy::Serve() {
   }
 }
 
-}  // namespace spot::ckpt
+}  // namespace spot::aws

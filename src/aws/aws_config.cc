@@ -1,4 +1,4 @@
-#include "ckpt/s3_config.h"
+#include "aws/aws_config.h"
 
 #include <fmt/format.h>
 
@@ -8,10 +8,8 @@
 
 #include "core/file_io.h"
 
-namespace spot::ckpt {
+namespace spot::aws {
 namespace {
-
-constexpr std::string_view kScheme = "s3://";
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -19,24 +17,16 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-bool ValidBucket(std::string_view b) {
-  if (b.size() < 3 || b.size() > 63) return false;
-  auto ok = [](char c) {
-    return std::islower(static_cast<unsigned char>(c)) ||
-           std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-';
-  };
-  return std::all_of(b.begin(), b.end(), ok) &&
-         std::isalnum(static_cast<unsigned char>(b.front())) &&
-         std::isalnum(static_cast<unsigned char>(b.back()));
-}
-
 std::string Env(const GetEnvFn& getenv, const char* name) {
   const char* v = getenv(name);
   return v == nullptr ? "" : std::string(v);
 }
 
-Result<std::string> EndpointFrom(const GetEnvFn& getenv) {
-  for (const char* var : {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"}) {
+Result<std::string> EndpointFrom(std::string_view service, const GetEnvFn& getenv) {
+  std::string upper(service);
+  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  const std::string own = "AWS_ENDPOINT_URL_" + upper;
+  for (const char* var : {own.c_str(), "AWS_ENDPOINT_URL"}) {
     std::string e = Env(getenv, var);
     if (e.empty()) continue;
     while (e.ends_with('/')) e.pop_back();
@@ -51,26 +41,28 @@ Result<std::string> EndpointFrom(const GetEnvFn& getenv) {
   return std::string();
 }
 
-Result<S3Credentials> CredentialsFrom(const GetEnvFn& getenv) {
+// An explicit `profile` wins over the environment's keys (as an SDK session
+// made with a profile name does).
+Result<AwsCredentials> CredentialsFrom(const GetEnvFn& getenv, std::string profile) {
   std::string id = Env(getenv, "AWS_ACCESS_KEY_ID"), secret = Env(getenv, "AWS_SECRET_ACCESS_KEY");
-  if (!id.empty() || !secret.empty()) {
+  if (profile.empty() && (!id.empty() || !secret.empty())) {
     if (id.empty() || secret.empty()) {
       return InvalidArgumentError(
           fmt::format("{} is set but {} is not: set both or neither",
                       id.empty() ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID",
                       id.empty() ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY"));
     }
-    return S3Credentials{.access_key_id = id,
-                         .secret_access_key = secret,
-                         .session_token = Env(getenv, "AWS_SESSION_TOKEN"),
-                         .source = "environment"};
+    return AwsCredentials{.access_key_id = id,
+                          .secret_access_key = secret,
+                          .session_token = Env(getenv, "AWS_SESSION_TOKEN"),
+                          .source = "environment"};
   }
   std::string file = Env(getenv, "AWS_SHARED_CREDENTIALS_FILE");
   if (file.empty()) {
     const std::string home = Env(getenv, "HOME");
     if (!home.empty()) file = home + "/.aws/credentials";
   }
-  std::string profile = Env(getenv, "AWS_PROFILE");
+  if (profile.empty()) profile = Env(getenv, "AWS_PROFILE");
   if (profile.empty()) profile = "default";
   const std::string looked =
       "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY are unset and " +
@@ -83,7 +75,7 @@ Result<S3Credentials> CredentialsFrom(const GetEnvFn& getenv) {
     }
     return text.status().WithContext("reading AWS credentials");
   }
-  Result<S3Credentials> c = ParseSharedCredentials(*text, file, profile);
+  Result<AwsCredentials> c = ParseSharedCredentials(*text, file, profile);
   if (!c.ok() && c.status().code() == StatusCode::kNotFound) {
     return FailedPreconditionError("no AWS credentials: " + c.status().message());
   }
@@ -92,43 +84,9 @@ Result<S3Credentials> CredentialsFrom(const GetEnvFn& getenv) {
 
 }  // namespace
 
-bool IsS3Location(std::string_view location) { return location.starts_with(kScheme); }
-
-std::string S3Location::Key(std::string_view name) const {
-  return prefix.empty() ? std::string(name) : prefix + "/" + std::string(name);
-}
-
-std::string S3Location::Url(std::string_view name) const {
-  std::string url = std::string(kScheme) + bucket;
-  if (!prefix.empty()) url += "/" + prefix;
-  if (!name.empty()) url += "/" + std::string(name);
-  return url;
-}
-
-Result<S3Location> ParseS3Location(std::string_view location) {
-  auto bad = [&](std::string_view why) {
-    return InvalidArgumentError(fmt::format("'{}' is not an S3 location: {}", location, why));
-  };
-  if (!IsS3Location(location)) return bad("want s3://bucket/prefix");
-  std::string_view rest = location.substr(kScheme.size());
-  const size_t slash = rest.find('/');
-  S3Location loc;
-  loc.bucket = std::string(rest.substr(0, slash));
-  if (!ValidBucket(loc.bucket)) {
-    return bad("the bucket name must be 3-63 characters of a-z, 0-9, '.' and '-'");
-  }
-  std::string_view prefix = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
-  while (prefix.ends_with('/')) prefix.remove_suffix(1);
-  if (prefix.starts_with('/') || prefix.find("//") != std::string_view::npos) {
-    return bad("empty path segment in the prefix");
-  }
-  loc.prefix = std::string(prefix);
-  return loc;
-}
-
-Result<S3Credentials> ParseSharedCredentials(std::string_view text, const std::string& file,
-                                             const std::string& profile) {
-  S3Credentials c{.source = fmt::format("{} [{}]", file, profile)};
+Result<AwsCredentials> ParseSharedCredentials(std::string_view text, const std::string& file,
+                                              const std::string& profile) {
+  AwsCredentials c{.source = fmt::format("{} [{}]", file, profile)};
   std::string section;
   int line_no = 0;
   bool found = false;
@@ -168,9 +126,10 @@ Result<S3Credentials> ParseSharedCredentials(std::string_view text, const std::s
   return c;
 }
 
-Result<S3Config> S3ConfigFromEnvironment(const GetEnvFn& getenv) {
-  S3Config cfg;
-  SPOT_ASSIGN_OR_RETURN(cfg.endpoint, EndpointFrom(getenv));
+Result<AwsConfig> AwsConfigFromEnvironment(std::string_view service, const GetEnvFn& getenv,
+                                           const std::string& profile) {
+  AwsConfig cfg;
+  SPOT_ASSIGN_OR_RETURN(cfg.endpoint, EndpointFrom(service, getenv));
   for (const char* var : {"AWS_REGION", "AWS_DEFAULT_REGION"}) {
     std::string r = Env(getenv, var);
     if (r.empty()) continue;
@@ -185,12 +144,13 @@ Result<S3Config> S3ConfigFromEnvironment(const GetEnvFn& getenv) {
     cfg.region = r;
     break;
   }
-  SPOT_ASSIGN_OR_RETURN(cfg.credentials, CredentialsFrom(getenv));
+  SPOT_ASSIGN_OR_RETURN(cfg.credentials, CredentialsFrom(getenv, profile));
   return cfg;
 }
 
-Result<S3Config> S3ConfigFromEnvironment() {
-  return S3ConfigFromEnvironment([](const char* n) { return std::getenv(n); });
+Result<AwsConfig> AwsConfigFromEnvironment(std::string_view service, const std::string& profile) {
+  return AwsConfigFromEnvironment(
+      service, [](const char* n) { return std::getenv(n); }, profile);
 }
 
-}  // namespace spot::ckpt
+}  // namespace spot::aws

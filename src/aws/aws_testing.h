@@ -1,5 +1,6 @@
-// Test and benchmark support: a real S3 server (moto's, from the project's
-// Python environment .venv) on loopback, run as a child process.
+// Test and benchmark support: a real AWS server (moto's S3 and EC2, from the
+// project's Python environment .venv) on loopback, run as a child process,
+// and a proxy in front of it that injects failures.
 //
 //   auto moto = MotoServer::Start({.log_path = dir / "moto.log"});
 //   if (!moto.ok()) ...;  // Unavailable with MotoSkipReason() != "": skip loudly
@@ -22,10 +23,10 @@
 #include <thread>
 #include <utility>
 
-#include "ckpt/s3_config.h"
+#include "aws/aws_config.h"
 #include "core/status.h"
 
-namespace spot::ckpt {
+namespace spot::aws {
 
 // The project's Python environment: $SPOT_VENV, else <source>/.venv.
 std::filesystem::path VenvDir(const std::filesystem::path& source_dir);
@@ -50,7 +51,7 @@ class MotoServer {
   ~MotoServer();
 
   // endpoint http://127.0.0.1:<port>, region us-east-1, the server's credentials.
-  S3Config Config() const;
+  AwsConfig Config() const;
   const std::string& endpoint() const { return endpoint_; }
   int port() const { return port_; }
   int64_t pid() const { return pid_; }
@@ -61,7 +62,7 @@ class MotoServer {
   int64_t pid_ = 0;
   int port_ = 0;
   std::string endpoint_;
-  S3Credentials credentials_;
+  AwsCredentials credentials_;
 };
 
 // A thin HTTP proxy on loopback in front of a server (S3's, EC2's): answers
@@ -96,4 +97,4 @@ class FailingProxy {
   std::thread thread_;
 };
 
-}  // namespace spot::ckpt
+}  // namespace spot::aws

@@ -1,0 +1,283 @@
+// `spot run` with `provider: ec2` for real, against moto's EC2 server on
+// loopback (signatures checked). The test plays the cloud: it watches moto
+// for the instances the controller launched, reads each one's user data and
+// runs that bootstrap script for real inside a network namespace standing in
+// for the instance, whose only way out is a veth pair to this host; the
+// controller advertises the host's end of it as its rendezvous address. The
+// worker the script starts reaches the rendezvous over that link and trains.
+// Mid-run the test reclaims the instance behind the controller's back (EC2
+// TerminateInstances, and SIGKILL to everything its script started); the
+// controller sees it at its next DescribeInstances, launches a replacement,
+// whose bootstrap the test runs the same way, and that worker resumes from
+// the durable tier. The job succeeds, and no credential is in any of its
+// logs or records.
+//
+// Needs root (network namespaces) and moto (the project's .venv): skips
+// loudly without them.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "apps/spot/e2e_support.h"
+#include "aws/aws_testing.h"
+#include "aws/aws_xml.h"
+#include "cloud/ec2_provider.h"
+#include "control/job_store.h"
+#include "core/base64.h"
+#include "core/job_files.h"
+#include "core/process.h"
+
+namespace spot::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr char kIp[] = "/usr/sbin/ip";
+
+// Runs `ip ARGS...`; true when it exits 0.
+bool Ip(const std::vector<std::string>& args, const fs::path& log) {
+  std::vector<std::string> argv = {kIp};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ProcessResult r = RunProcess(argv, log.string(), 30);
+  return r.exit_code == 0;
+}
+
+// A network namespace joined to this host by a veth pair: the host's end has
+// host_ip, the namespace's ns_ip (a /24 of their own). Deleted on
+// destruction (its end of the pair goes with it).
+class NetNamespace {
+ public:
+  NetNamespace(const fs::path& log_dir) : log_(log_dir / "netns") {
+    const int n = static_cast<int>(getpid() % 200) + 20;
+    name_ = fmt::format("spotec2-{}", getpid());
+    host_if_ = fmt::format("se{}h", getpid());
+    ns_if_ = fmt::format("se{}n", getpid());
+    host_ip_ = fmt::format("10.213.{}.1", n);
+    ns_ip_ = fmt::format("10.213.{}.2", n);
+    ok_ = Ip({"netns", "add", name_}, log_) &&
+          Ip({"link", "add", host_if_, "type", "veth", "peer", "name", ns_if_}, log_) &&
+          Ip({"link", "set", ns_if_, "netns", name_}, log_) &&
+          Ip({"addr", "add", host_ip_ + "/24", "dev", host_if_}, log_) &&
+          Ip({"link", "set", host_if_, "up"}, log_) &&
+          Ip({"netns", "exec", name_, kIp, "addr", "add", ns_ip_ + "/24", "dev", ns_if_}, log_) &&
+          Ip({"netns", "exec", name_, kIp, "link", "set", ns_if_, "up"}, log_) &&
+          Ip({"netns", "exec", name_, kIp, "link", "set", "lo", "up"}, log_);
+  }
+  ~NetNamespace() {
+    Ip({"link", "del", host_if_}, log_);
+    Ip({"netns", "del", name_}, log_);
+  }
+  bool ok() const { return ok_; }
+  const std::string& name() const { return name_; }
+  const std::string& host_ip() const { return host_ip_; }
+  std::string log() const {
+    std::ifstream in(log_.string() + ".err");
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+
+ private:
+  fs::path log_;
+  std::string name_, host_if_, ns_if_, host_ip_, ns_ip_;
+  bool ok_ = false;
+};
+
+std::string ReadText(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// One instance as the test runs it: its bootstrap's session in the namespace.
+struct Booted {
+  std::string ec2_id;
+  std::string our_id;  // the spot:instance tag
+  std::string script;  // its user data
+  fs::path log;
+  int64_t session = 0;
+};
+
+class Ec2RunTest : public E2eTest {
+ protected:
+  void TearDown() override {
+    for (auto& [id, b] : booted_) {
+      if (b.session > 0) {
+        SignalSession(b.session, SIGKILL);
+        (void)StopProcess(b.session, 1, /*whole_group=*/true);
+      }
+    }
+    E2eTest::TearDown();
+  }
+
+  // The running instances of job `job` in EC2 (moto): ec2 id -> our id.
+  std::map<std::string, std::string> Running(cloud::Ec2Client& ec2, const std::string& job) {
+    std::map<std::string, std::string> out;
+    auto xml = ec2.Call("DescribeInstances", {{"Filter.1.Name", "tag:spot:job"},
+                                              {"Filter.1.Value.1", job},
+                                              {"Filter.2.Name", "instance-state-name"},
+                                              {"Filter.2.Value.1", "running"}});
+    EXPECT_TRUE(xml.ok()) << xml.status().ToString();
+    if (!xml.ok()) return out;
+    for (const cloud::Ec2InstanceState& s : cloud::ParseEc2Instances(*xml)) {
+      out[s.instance_id] = s.tags.count("spot:instance") ? s.tags.at("spot:instance") : "";
+    }
+    return out;
+  }
+
+  // Reads the instance's user data from EC2 and runs it in the namespace,
+  // in a session of its own (what a machine going away ends).
+  void Boot(cloud::Ec2Client& ec2, const NetNamespace& ns, const std::string& ec2_id,
+            const std::string& our_id) {
+    Booted b{.ec2_id = ec2_id, .our_id = our_id};
+    auto xml =
+        ec2.Call("DescribeInstanceAttribute", {{"InstanceId", ec2_id}, {"Attribute", "userData"}});
+    ASSERT_TRUE(xml.ok()) << xml.status().ToString();
+    std::optional<std::string> script = Base64Decode(aws::XmlText(*xml, "value"));
+    ASSERT_TRUE(script.has_value()) << *xml;
+    b.script = *script;
+    const fs::path path = dir_ / ("user-data-" + ec2_id + ".sh");
+    std::ofstream(path) << b.script;
+    b.log = dir_ / ("instance-" + ec2_id + ".log");
+    auto pid = Spawn({.argv = {kIp, "netns", "exec", ns.name(), "/bin/bash", path.string()},
+                      .log_path = b.log.string(),
+                      .group = ProcessGroup::kNewSession});
+    ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+    b.session = *pid;
+    booted_[ec2_id] = std::move(b);
+  }
+
+  std::map<std::string, Booted> booted_;
+};
+
+TEST_F(Ec2RunTest, BootstrapRunsInANamespaceTrainsAndAReplacementResumes) {
+  if (geteuid() != 0) GTEST_SKIP() << "SKIPPED: creating a network namespace needs root";
+  const fs::path venv = aws::VenvDir(SPOT_SOURCE_DIR);
+  if (std::string why = aws::MotoSkipReason(venv); !why.empty()) {
+    GTEST_SKIP() << "SKIPPED: no EC2 server (moto): " << why;
+  }
+  auto moto = aws::MotoServer::Start({.venv = venv, .log_path = dir_ / "moto.log"});
+  ASSERT_TRUE(moto.ok()) << moto.status().ToString();
+  const aws::AwsConfig c = (*moto)->Config();
+  cloud::Ec2Client ec2(c, {.max_attempts = 2, .initial_backoff_s = 0.01, .max_backoff_s = 0.02});
+  auto images = ec2.Call("DescribeImages", {});
+  ASSERT_TRUE(images.ok()) << images.status().ToString();
+  const std::vector<std::string> amis = aws::XmlTexts(*images, "item", "imageId");
+  ASSERT_FALSE(amis.empty());
+
+  NetNamespace ns(dir_);
+  ASSERT_TRUE(ns.ok()) << ns.log();
+
+  // One zone moto offers m5.large in, always available; prices from EC2.
+  json trace = {{"metadata", {{"gap_seconds", 60}}}, {"data", std::vector<int>(400, 1)}};
+  std::ofstream(dir_ / "us-east-1a_m5.large.json") << trace.dump();
+  const std::string name = "ec2";
+  const fs::path job_dir = dir_ / name;
+  const std::string yaml = fmt::format(
+      "name: {name}\npolicy: greedy\ncompute_hours: 0.3\ndeadline_hours: 3\n"
+      "provider:\n  name: ec2\n  image_id: {ami}\n  region: us-east-1\n  poll_interval_s: 30\n"
+      "resources:\n  instance_type: m5.large\n  region: us-east-1\n  nodes: 1\n  min_nodes: 1\n"
+      "  ondemand_price: 0.096\n  changeover_hours: 0.02\n"
+      "market:\n  traces:\n    - {trace}\n  time_compression: 60\n  notice_seconds: 120\n"
+      "controller:\n  reconcile_interval_s: 0.05\n  terminate_grace_s: 1\n"
+      "  advertise_host: {host}\n"
+      "train:\n  model: mlp\n  dataset:\n    path: {data}\n    train_limit: 12000\n"
+      "  batch_size: 32\n  steps: 3000\n  seed: 7\n  threads: 1\n"
+      "  optimizer:\n    type: adam\n    lr: 0.002\n"
+      "  checkpoint:\n    interval: steps\n    interval_steps: 50\n    durable_dir: {durable}\n"
+      "  distributed:\n    collective_timeout_s: 3\n  output_dir: {out}\n",
+      fmt::arg("name", name), fmt::arg("ami", amis.front()),
+      fmt::arg("trace", (dir_ / "us-east-1a_m5.large.json").string()),
+      fmt::arg("host", ns.host_ip()), fmt::arg("data", kDataset),
+      fmt::arg("durable", (dir_ / "durable").string()), fmt::arg("out", job_dir.string()));
+  const fs::path job = WriteJob(name, yaml);
+
+  // The controller's environment: moto as EC2, its credentials. Only the
+  // controller gets them (the workers are started without them below).
+  const std::pair<const char*, std::string> env[] = {
+      {"AWS_ENDPOINT_URL", c.endpoint},
+      {"AWS_REGION", c.region},
+      {"AWS_ACCESS_KEY_ID", c.credentials.access_key_id},
+      {"AWS_SECRET_ACCESS_KEY", c.credentials.secret_access_key}};
+  for (const auto& [k, v] : env) ::setenv(k, v.c_str(), 1);
+  ChildProcess controller({SPOT_BIN, "run", job.string()}, (dir_ / "run").string());
+  for (const auto& [k, v] : env) ::unsetenv(k);
+
+  const fs::path step_log = JobFiles{job_dir.string()}.step_log();
+  std::string reclaimed;  // the ec2 id taken behind the controller's back
+  for (int i = 0; i < 6000 && controller.Running(); ++i) {  // 10 minutes at most
+    for (const auto& [ec2_id, our_id] : Running(ec2, name)) {
+      if (!booted_.count(ec2_id)) Boot(ec2, ns, ec2_id, our_id);
+    }
+    if (reclaimed.empty() && booted_.size() == 1 && LastLoggedStep(step_log) >= 200) {
+      reclaimed = booted_.begin()->first;
+      auto t = ec2.Call("TerminateInstances", {{"InstanceId.1", reclaimed}});
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      SignalSession(booted_.begin()->second.session, SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ProcessResult r = controller.Wait(60);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::ifstream summary_in(job_dir / "run-summary.json");
+  json s = json::parse(summary_in);
+  EXPECT_EQ(s["state"], "SUCCEEDED") << s.dump();
+  ASSERT_FALSE(reclaimed.empty()) << "the job ended before the reclaim";
+  EXPECT_GE(s["launches"].get<int>(), 2) << s.dump();
+  // The controller saw the reclaim in DescribeInstances: a preempt event
+  // naming the EC2 instance, and the instance ended as preempted.
+  auto store = control::JobStore::Open((job_dir / "controller" / "state.db").string());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto events = (*store)->Events(name);
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  std::string reclaimed_id;
+  for (const control::EventRecord& e : *events) {
+    if (e.kind == "preempt" && e.detail.find(reclaimed) != std::string::npos) {
+      reclaimed_id = e.instance_id;
+    }
+  }
+  ASSERT_FALSE(reclaimed_id.empty()) << "no preempt event names " << reclaimed;
+  EXPECT_EQ(reclaimed_id, booted_.at(reclaimed).our_id);
+  auto instances = (*store)->Instances(name, false);
+  ASSERT_TRUE(instances.ok()) << instances.status().ToString();
+  for (const control::InstanceRecord& i : *instances) {
+    if (i.id == reclaimed_id) {
+      EXPECT_EQ(i.end_reason, "preempted");
+    }
+  }
+
+  // Two instances booted from their user data: the first, then the
+  // replacement, each told the rendezvous at the namespace link's host end.
+  ASSERT_GE(booted_.size(), 2u);
+  const std::string rendezvous = "export SPOT_RENDEZVOUS='tcp://" + ns.host_ip() + ":";
+  int resumed = 0;
+  for (const auto& [ec2_id, b] : booted_) {
+    EXPECT_NE(b.script.find(rendezvous), std::string::npos) << b.script;
+    EXPECT_NE(b.script.find("export SPOT_INSTANCE_ID='" + b.our_id + "'"), std::string::npos);
+    EXPECT_NE(b.script.find("'--id' '" + b.our_id + "'"), std::string::npos) << b.script;
+    if (ec2_id == reclaimed) continue;
+    resumed += ReadText(b.log).find("resuming from checkpoint") != std::string::npos;
+  }
+  EXPECT_GE(resumed, 1) << "no replacement resumed from the durable tier";
+
+  // No credential in any log or record of the job, nor in what the test kept.
+  const std::string& secret = c.credentials.secret_access_key;
+  EXPECT_EQ(r.out.find(secret), std::string::npos);
+  EXPECT_EQ(r.err.find(secret), std::string::npos);
+  for (const auto& e : fs::recursive_directory_iterator(dir_)) {
+    // The server's own log and key files are the test's, not the job's.
+    if (!e.is_regular_file() || e.path().filename().string().starts_with("moto.log")) continue;
+    EXPECT_EQ(ReadText(e.path()).find(secret), std::string::npos) << e.path();
+  }
+}
+
+}  // namespace
+}  // namespace spot::testing
