@@ -76,6 +76,9 @@ struct CodecRow {
 struct RestoreFigures {
   std::vector<double> full_s, delta_s, torch_s;
   std::vector<double> full_load_s, delta_load_s;  // of which LoadNewestValid
+  // The same two, decoding the parameters and buffers straight into the
+  // model's tensors (ckpt::TensorPlacement).
+  std::vector<double> full_placed_s, delta_placed_s, full_placed_load_s, delta_placed_load_s;
   // The same versions decoded by CheckpointFile directly: the full one on
   // every core and on one thread, the chain in one pass (ReadChain), each +
   // RestoreTrainState.

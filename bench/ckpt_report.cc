@@ -273,20 +273,27 @@ std::string RestoreSection(const std::vector<SubjectFigures>& all, const CkptBen
                 fmt::format("{:.2f}x", m / tl), "yes"});
     };
     row("full version (LoadNewestValid + RestoreTrainState)", r.full_s, r.full_load_s);
+    row("full version, into the model (LoadNewestValid + TensorPlacement + RestoreTrainState)",
+        r.full_placed_s, r.full_placed_load_s);
     row("full version (ReadAll + RestoreTrainState)", r.full_direct_s, r.full_direct_load_s);
     row("full version on one thread (ReadAll(threads 1) + RestoreTrainState)", r.full_serial_s,
         r.full_serial_load_s);
     row(fmt::format("delta at chain depth {} (LoadNewestValid + RestoreTrainState)", r.delta_depth),
         r.delta_s, r.delta_load_s);
+    row(fmt::format("delta at chain depth {}, into the model (LoadNewestValid + TensorPlacement + "
+                    "RestoreTrainState)",
+                    r.delta_depth),
+        r.delta_placed_s, r.delta_placed_load_s);
     row(fmt::format("delta at chain depth {}, chain in one pass (ReadChain + RestoreTrainState)",
                     r.delta_depth),
         r.chain_s, r.chain_load_s);
     row("torch::load (model + optimizer)", r.torch_s, {});
     raw += fmt::format(
-        "- {}: full {}, full by ReadAll {}, full on one thread {}, delta {}, delta in one pass "
-        "{}, torch::load {} (ms)\n",
-        f.key, FormatList(Scaled(r.full_s, 1e3), 1), FormatList(Scaled(r.full_direct_s, 1e3), 1),
-        FormatList(Scaled(r.full_serial_s, 1e3), 1), FormatList(Scaled(r.delta_s, 1e3), 1),
+        "- {}: full {}, full into the model {}, full by ReadAll {}, full on one thread {}, delta "
+        "{}, delta into the model {}, delta in one pass {}, torch::load {} (ms)\n",
+        f.key, FormatList(Scaled(r.full_s, 1e3), 1), FormatList(Scaled(r.full_placed_s, 1e3), 1),
+        FormatList(Scaled(r.full_direct_s, 1e3), 1), FormatList(Scaled(r.full_serial_s, 1e3), 1),
+        FormatList(Scaled(r.delta_s, 1e3), 1), FormatList(Scaled(r.delta_placed_s, 1e3), 1),
         FormatList(Scaled(r.chain_s, 1e3), 1), FormatList(Scaled(r.torch_s, 1e3), 1));
     writes += fmt::format("- {}: full version {:.0f} ms, {} MB; deltas {} ms, the newest {} MB\n",
                           f.key, r.full_write_s * 1e3, Mb(static_cast<double>(r.full_file_bytes)),
@@ -304,7 +311,10 @@ std::string RestoreSection(const std::vector<SubjectFigures>& all, const CkptBen
       "apart: a full version, then {} deltas; the full one is restored with "
       "LoadNewestValid(before_step = its step + 1), the newest with LoadNewestValid(), which "
       "decodes the whole chain (the store also checks each file's whole-file checksum, beside "
-      "the decode). The rows through CheckpointFile decode the same files directly (opened "
+      "the decode); \"into the model\" rows pass LoadNewestValid a TensorPlacement of the "
+      "model's parameters and buffers, so those records decode straight into the tensors (the "
+      "Adam state's records become the optimizer's tensors without a copy in every row). The rows "
+      "through CheckpointFile decode the same files directly (opened "
       "once, untimed): the full one with ReadAll, on every core and on one thread, and the "
       "chain with ReadChain, each chunk through all its versions while in cache. Decoding "
       "runs on one thread per core unless said. torch::load reads files torch::save wrote of the "

@@ -25,6 +25,7 @@
 #include "ckpt/format.h"
 #include "ckpt/interval.h"
 #include "ckpt/store.h"
+#include "ckpt/torch_adapter.h"
 #include "ckpt_bytes.h"
 #include "ckpt_figures.h"
 #include "cpu_load.h"
@@ -454,7 +455,34 @@ Result<RestoreFigures> MeasureRestore(Subject& s, const CkptBenchOptions& o, con
     SPOT_ASSIGN_OR_RETURN(Fingerprint got, TakeFingerprint(s, scratch));
     return CheckSame(want, got, what);
   };
+  // Where a restore into the model decodes its parameters and buffers: into
+  // themselves, under the names CaptureTrainState gives them.
+  ckpt::TensorPlacement into_model;
+  for (const auto& p : s.model->named_parameters()) into_model.Add("model/" + p.key(), p.value());
+  for (const auto& b : s.model->named_buffers()) into_model.Add("model/" + b.key(), b.value());
+  // LoadNewestValid(before_step, place) + restore, timed; checked against `want`.
+  auto timed_load = [&](int64_t before_step, const ckpt::RecordPlacement* place,
+                        const Fingerprint& want, const char* what, std::vector<double>& load_s,
+                        std::vector<double>& total_s) -> Status {
+    s.Scramble();
+    const auto t0 = Clock::now();
+    {
+      SPOT_ASSIGN_OR_RETURN(ckpt::CheckpointStore::Loaded l,
+                            store->LoadNewestValid(before_step, place));
+      load_s.push_back(Since(t0));
+      SPOT_RETURN_IF_ERROR(s.Restore(l.container));
+    }
+    total_s.push_back(Since(t0));
+    SPOT_ASSIGN_OR_RETURN(Fingerprint got, TakeFingerprint(s, scratch));
+    return CheckSame(want, got, what);
+  };
   for (int i = 0; i < o.restores; ++i) {
+    SPOT_RETURN_IF_ERROR(timed_load(full_step + 1, into_model.place(), full_print,
+                                    "restoring the full version into the model",
+                                    f.full_placed_load_s, f.full_placed_s));
+    SPOT_RETURN_IF_ERROR(timed_load(std::numeric_limits<int64_t>::max(), into_model.place(),
+                                    delta_print, "restoring the delta version into the model",
+                                    f.delta_placed_load_s, f.delta_placed_s));
     s.Scramble();
     auto t0 = Clock::now();
     // The newest version before the first delta: the full one.

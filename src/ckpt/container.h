@@ -61,6 +61,16 @@ struct RecordAllocator {
 // The storage of one record.
 using Buffer = std::basic_string<char, std::char_traits<char>, RecordAllocator<char>>;
 
+// Memory a record's bytes live in, held by a shared owner, so that a decoded
+// record can hand its bytes to a tensor (or be decoded into one) without a copy.
+struct SharedMemory {
+  std::span<char> bytes;
+  std::shared_ptr<void> owner;  // keeps `bytes` alive; the last copy frees them
+};
+// Fresh memory from AllocateRecordMemory, not initialized (memory of at least
+// kPageAllocBytes is the kernel's zero pages until written).
+SharedMemory AllocateSharedRecordMemory(size_t bytes);
+
 struct Record {
   std::string name;  // unique in a container, e.g. "model/conv1.weight"
   DType dtype = DType::kU8;
@@ -88,16 +98,30 @@ class Container {
                                  Buffer storage);
   // Adds a record holding a copy of `bytes` (dtype kU8, shape {size}).
   void AddBytes(std::string name, std::string_view bytes);
+  // Adds a record whose bytes are `memory.bytes`, kept alive by
+  // `memory.owner` (shared: see SharedOwner). REQUIRES: the span is the
+  // record's byte size.
+  std::span<char> AddShared(std::string name, DType dtype, std::vector<int64_t> shape,
+                            SharedMemory memory);
+  // A handle keeping record i's bytes alive after the Container is gone, for
+  // a record added by AddShared; null for any other. Whoever holds it may
+  // read and write the bytes, which the record then shows (its checksum no
+  // longer holds): a tensor restored without a copy, updated in training.
+  std::shared_ptr<void> SharedOwner(size_t i) const { return owners_[i]; }
 
   const Record* Find(std::string_view name) const;
   // Index of record `name` in records(), -1 when absent.
   int FindIndex(std::string_view name) const;
   const std::vector<Record>& records() const { return records_; }
-  std::span<char> mutable_data(size_t i) { return {storage_[i]->data(), storage_[i]->size()}; }
+  std::span<char> mutable_data(size_t i) {
+    return {const_cast<char*>(records_[i].data.data()), records_[i].data.size()};
+  }
   Record& mutable_record(size_t i) { return records_[i]; }
-  // Moves record i's storage out; the record's data becomes empty.
+  // Moves record i's storage out (a copy of the bytes for a shared record);
+  // the record's data becomes empty.
   Buffer ReleaseStorage(size_t i);
-  // Drops every record, keeping their storage for the next AddUninitialized calls.
+  // Drops every record, keeping their storage for the next AddUninitialized
+  // calls (shared records' memory is let go, not reused).
   void Recycle();
   // Drops records and storage.
   void Clear();
@@ -112,6 +136,7 @@ class Container {
  private:
   std::vector<Record> records_;
   std::vector<std::unique_ptr<Buffer>> storage_;   // storage_[i] backs records_[i]
+  std::vector<std::shared_ptr<void>> owners_;      // owners_[i]: record i's, if shared
   std::vector<std::unique_ptr<Buffer>> recycled_;  // from before Recycle(), in order
   size_t next_recycled_ = 0;
 };

@@ -1,10 +1,12 @@
 #include "ckpt/container.h"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,19 @@ TEST(ContainerTest, ChecksumIsXxh3) {
   EXPECT_EQ(Checksum(""), 0x2D06800538D394C2ULL);
   EXPECT_NE(Checksum("a"), Checksum("b"));
   EXPECT_EQ(Checksum(std::string(1000, 'x')), Checksum(std::string(1000, 'x')));
+}
+
+TEST(ContainerTest, ChecksumMatchesTheBaselineXxh3OfOlderFiles) {
+  // Checksum runs XXH3 on the CPU's widest vectors; files written before
+  // hold the hashes of the baseline build (XXH3_64bits here, without the
+  // run-time dispatch): the two must agree on every input length class.
+  std::string bytes(size_t{1} << 20 | 3, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 13);
+  for (size_t n :
+       {size_t{0}, size_t{1}, size_t{3}, size_t{16}, size_t{17}, size_t{128}, size_t{129},
+        size_t{240}, size_t{241}, size_t{1024}, size_t{4096} + 7, bytes.size()}) {
+    EXPECT_EQ(Checksum(std::string_view(bytes.data(), n)), XXH3_64bits(bytes.data(), n)) << n;
+  }
 }
 
 TEST(ContainerTest, AddUninitializedSizesStorageByShape) {
@@ -200,6 +215,66 @@ TEST(ContainerTest, ReleaseStorageMovesTheBytesOut) {
   d.AddWithStorage("w", DType::kI32, {256}, std::move(got));
   EXPECT_EQ(d.records()[0].data, expect);
   EXPECT_EQ(d.records()[0].data.data(), p);
+}
+
+TEST(ContainerTest, SharedRecordsLiveAsLongAsTheirOwner) {
+  const size_t bytes = kPageAllocBytes + 4096;  // from the kernel, page-aligned
+  SharedMemory m = AllocateSharedRecordMemory(bytes);
+  ASSERT_EQ(m.bytes.size(), bytes);
+  for (size_t i = 0; i < bytes; ++i) m.bytes[i] = static_cast<char>(i * 7);
+  const std::string expect(m.bytes.data(), bytes);
+  const char* p = m.bytes.data();
+  std::shared_ptr<void> kept;
+  {
+    Container c;
+    c.AddUninitialized("own", DType::kU8, {8});
+    std::span<char> s =
+        c.AddShared("shared", DType::kF32, {static_cast<int64_t>(bytes / 4)}, std::move(m));
+    EXPECT_EQ(s.data(), p);  // the memory itself, not a copy
+    EXPECT_EQ(c.records()[1].data.data(), p);
+    EXPECT_EQ(c.mutable_data(1).data(), p);
+    EXPECT_EQ(c.SharedOwner(0), nullptr);  // a record of the Container's own storage
+    kept = c.SharedOwner(1);
+    ASSERT_NE(kept, nullptr);
+  }
+  // The Container is gone; the owner's share keeps the bytes.
+  EXPECT_EQ(std::string_view(p, bytes), expect);
+  kept.reset();
+
+  // Small ones come from malloc and work the same way.
+  SharedMemory small = AllocateSharedRecordMemory(3);
+  std::memcpy(small.bytes.data(), "xyz", 3);
+  Container c;
+  c.AddShared("s", DType::kU8, {3}, std::move(small));
+  EXPECT_EQ(c.Find("s")->data, "xyz");
+  EXPECT_EQ(AllocateSharedRecordMemory(0).bytes.size(), 0u);
+}
+
+TEST(ContainerTest, ReleaseStorageAndRecycleNeverHandOutSharedMemory) {
+  const size_t bytes = kPageAllocBytes;
+  SharedMemory m = AllocateSharedRecordMemory(bytes);
+  std::memset(m.bytes.data(), 0x5a, bytes);
+  const char* p = m.bytes.data();
+  Container c;
+  c.AddShared("w", DType::kU8, {static_cast<int64_t>(bytes)}, std::move(m));
+  std::shared_ptr<void> kept = c.SharedOwner(0);
+  EXPECT_EQ(kept.use_count(), 2);
+  // Another holder may still use the memory: the released buffer is a copy.
+  Buffer got = c.ReleaseStorage(0);
+  EXPECT_NE(got.data(), p);
+  EXPECT_EQ(got, Buffer(bytes, '\x5a'));
+  EXPECT_EQ(kept.use_count(), 1);  // the Container let go of its share
+  EXPECT_TRUE(c.records()[0].data.empty());
+
+  c.AddShared("v", DType::kU8, {static_cast<int64_t>(bytes)},
+              {{static_cast<char*>(kept.get()), bytes}, kept});
+  c.Recycle();
+  EXPECT_EQ(kept.use_count(), 1);
+  // The next record at the same position gets memory of its own.
+  std::span<char> s = c.AddUninitialized("v", DType::kU8, {static_cast<int64_t>(bytes)});
+  EXPECT_NE(s.data(), p);
+  std::memset(s.data(), 0, s.size());
+  EXPECT_EQ(std::string_view(p, bytes), std::string(bytes, '\x5a'));
 }
 
 TEST(ContainerTest, LargeBuffersDoNotComeFromTheMallocHeap) {

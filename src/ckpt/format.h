@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -77,6 +78,14 @@ struct RecordEntry {
   uint64_t stored_bytes() const;
 };
 
+// Where a reader decodes the records of the version it returns, instead of
+// memory of its own: for a record, memory of exactly its raw size (the
+// record then shares it: Container::SharedOwner is `owner`), or an empty
+// SharedMemory for the reader's own. A tensor's memory, so that a restore
+// needs no copy. Called from the decoding threads at once: must be
+// thread-safe. When the read fails, the memory it was given holds garbage.
+using RecordPlacement = std::function<SharedMemory(const RecordEntry&)>;
+
 // An opened file: header, footer and index read and checked; chunks are read
 // on demand.
 class CheckpointFile {
@@ -103,7 +112,9 @@ class CheckpointFile {
   // record's chunks read, checked and decoded in order, and its raw checksum
   // taken while they are still in cache. The result, and which error is
   // returned for a damaged file, do not depend on the thread count.
-  Result<Container> ReadAll(Container* base, ChunkCodec& codec, int threads = 0) const;
+  // `place`, when given, says where records go (see RecordPlacement).
+  Result<Container> ReadAll(Container* base, ChunkCodec& codec, int threads = 0,
+                            const RecordPlacement* place = nullptr) const;
 
   // Decodes a delta chain in one pass: chain[0] is the oldest file (a full
   // version, or a delta against `base`, the decoded state of its base
@@ -115,7 +126,8 @@ class CheckpointFile {
   // checksum is checked, including records of an older version that no newer
   // one uses. FailedPrecondition for files that are not a chain.
   static Result<Container> ReadChain(std::span<const CheckpointFile* const> chain, Container* base,
-                                     ChunkCodec& codec, int threads = 0);
+                                     ChunkCodec& codec, int threads = 0,
+                                     const RecordPlacement* place = nullptr);
 
  private:
   friend class ChainReader;

@@ -9,11 +9,13 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ckpt/format_test_util.h"
@@ -581,6 +583,30 @@ TEST(FormatTest, ReadChainRefusesWhatIsNotAChain) {
 
 // Every byte of a small file flipped: each flip is caught, with the same error
 // whatever the thread count.
+TEST(FormatTest, ReadAllDecodesIntoShareableMemory) {
+  MemoryBlobStore store;
+  ChunkCodec codec;
+  Container c = Make(SampleSpecs(true), 11), ref;
+  ASSERT_TRUE(WriteTo(store, "v", c, CodecPlan{}, &ref, 1, -1, codec).ok());
+  auto f = CheckpointFile::Open(store, "v");
+  ASSERT_TRUE(f.ok());
+  std::vector<std::pair<std::shared_ptr<void>, std::string_view>> kept;
+  for (int threads : {1, 2}) {
+    auto got = f->ReadAll(nullptr, codec, threads);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ExpectSame(*got, ref, fmt::format("{} threads", threads));
+    for (size_t i = 0; i < got->records().size(); ++i) {
+      ASSERT_NE(got->SharedOwner(i), nullptr) << got->records()[i].name;
+      kept.emplace_back(got->SharedOwner(i), got->records()[i].data);
+    }
+  }
+  // The decoded bytes outlive their Containers while a share is held.
+  for (size_t i = 0; i < kept.size(); ++i) {
+    const Record& r = ref.records()[i % ref.records().size()];
+    EXPECT_EQ(kept[i].second, r.data) << r.name;
+  }
+}
+
 TEST(FormatTest, ParallelReadAllRejectsEveryFlippedByteAsSerialDoes) {
   MemoryBlobStore store;
   ChunkCodec codec;

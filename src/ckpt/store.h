@@ -173,8 +173,12 @@ class CheckpointStore {
   // check in some tier (each decoded once). `skipped` names every copy passed
   // over on the way and why (damaged or uncommitted), newest first; versions
   // whose manifest step is not below `before_step` are not candidates and
-  // not reported. NotFound (with the reasons) when there is none.
-  Result<Loaded> LoadNewestValid(int64_t before_step = std::numeric_limits<int64_t>::max()) const;
+  // not reported. NotFound (with the reasons) when there is none. `place`,
+  // when given, says where the loaded version's records are decoded
+  // (RecordPlacement: a tensor's memory, for a restore without a copy); on
+  // failure that memory holds garbage.
+  Result<Loaded> LoadNewestValid(int64_t before_step = std::numeric_limits<int64_t>::max(),
+                                 const RecordPlacement* place = nullptr) const;
 
   // Loads version `id` from the first tier whose copy passes the full check;
   // `skipped` gives the copies tried before it. NotFound when no tier has any
@@ -228,16 +232,20 @@ class CheckpointStore {
   };
   // The one check of version `id`'s copy in `tier` (see CheckDepth).
   // `chain` counts the deltas above this one (a guard against cycles).
-  Result<Checked> CheckCopy(Tier tier, int64_t id, CheckDepth depth, int chain) const;
+  // `place` applies to a kFull check's decoded state (not to its bases').
+  Result<Checked> CheckCopy(Tier tier, int64_t id, CheckDepth depth, int chain,
+                            const RecordPlacement* place = nullptr) const;
   // For the full check of delta `v` (its file `top`): its whole base chain
   // decoded in one pass, each base the first copy whose manifest and data
   // file pass, every check of CheckCopy made (checksums, steps, chunks).
   // Any error means only that this shortcut failed.
-  Result<Container> DecodeChain(const CheckpointFile& top, const VersionInfo& v, int chain) const;
+  Result<Container> DecodeChain(const CheckpointFile& top, const VersionInfo& v, int chain,
+                                const RecordPlacement* place) const;
   // The first copy of `id`, in tier order, that passes; the problems of
   // those before it (and of all, on failure) are appended to `why`.
   Result<Checked> CheckAnyCopy(int64_t id, CheckDepth depth, int chain,
-                               std::vector<std::string>* why) const;
+                               std::vector<std::string>* why,
+                               const RecordPlacement* place = nullptr) const;
   // The state of every tier's copy of `id`; fills `out`.
   void InspectInto(int64_t id, CheckDepth depth, VersionCheck* out) const;
 

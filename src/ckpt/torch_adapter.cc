@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 namespace spot::ckpt {
 namespace {
@@ -143,6 +144,27 @@ void TensorCapture::Finish() {
   });
 }
 
+void TensorPlacement::Add(std::string name, const at::Tensor& t) {
+  tensors_.insert_or_assign(std::move(name), t);
+}
+
+SharedMemory TensorPlacement::Place(const RecordEntry& e) const {
+  auto it = tensors_.find(e.name);
+  if (it == tensors_.end()) return {};
+  const at::Tensor& t = it->second;
+  try {
+    if (!t.defined() || !t.device().is_cpu() || !t.is_contiguous() ||
+        t.scalar_type() != ToScalarType(e.dtype) || t.sizes().vec() != e.shape ||
+        static_cast<uint64_t>(t.nbytes()) != e.raw_bytes || e.raw_bytes == 0) {
+      return {};
+    }
+    return {{static_cast<char*>(t.data_ptr()), static_cast<size_t>(e.raw_bytes)},
+            std::make_shared<at::Tensor>(t)};
+  } catch (const c10::Error&) {
+    return {};  // e.g. a sparse tensor: the reader's own memory, and GetTensorInto says why
+  }
+}
+
 Status GetTensorInto(const Container& c, std::string_view name, const at::Tensor& dst) {
   const Record* r = c.Find(name);
   if (r == nullptr) return FailedPreconditionError(fmt::format("checkpoint has no '{}'", name));
@@ -153,6 +175,10 @@ Status GetTensorInto(const Container& c, std::string_view name, const at::Tensor
   }
   try {
     if (r->data.empty()) return Status::Ok();
+    if (dst.device().is_cpu() && dst.is_contiguous() &&
+        static_cast<const char*>(dst.data_ptr()) == r->data.data()) {
+      return Status::Ok();  // decoded in place (TensorPlacement)
+    }
     at::NoGradGuard no_grad;
     if (!dst.device().is_cpu()) {
       // A GPU's tensor: through a host tensor over the record's bytes.
@@ -175,10 +201,18 @@ Status GetTensorInto(const Container& c, std::string_view name, const at::Tensor
 }
 
 Result<at::Tensor> GetTensor(const Container& c, std::string_view name) {
-  const Record* r = c.Find(name);
-  if (r == nullptr) return FailedPreconditionError(fmt::format("checkpoint has no '{}'", name));
+  const int i = c.FindIndex(name);
+  if (i < 0) return FailedPreconditionError(fmt::format("checkpoint has no '{}'", name));
+  const Record* r = &c.records()[static_cast<size_t>(i)];
   try {
-    at::Tensor t = at::empty(r->shape, at::TensorOptions().dtype(ToScalarType(r->dtype)));
+    const auto options = at::TensorOptions().dtype(ToScalarType(r->dtype));
+    if (std::shared_ptr<void> owner = c.SharedOwner(static_cast<size_t>(i))) {
+      // The tensor takes a share of the decoded bytes instead of a copy of them.
+      return at::from_blob(
+          const_cast<char*>(r->data.data()), r->shape,
+          [owner = std::move(owner)](void*) mutable { owner.reset(); }, options);
+    }
+    at::Tensor t = at::empty(r->shape, options);
     if (!r->data.empty()) std::memcpy(t.data_ptr(), r->data.data(), r->data.size());
     return t;
   } catch (const c10::Error& e) {

@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "ckpt/blob_store.h"
+#include "ckpt/format.h"
 #include "ckpt/store.h"
 #include "core/temp_dir.h"
 
@@ -114,6 +117,114 @@ TEST(TorchAdapterTest, GetTensorIntoCopiesLargeRecordsExactly) {
   at::Tensor dst2 = at::zeros({768, 1024}).t();
   ASSERT_TRUE(GetTensorInto(c2, "w", dst2).ok());
   EXPECT_TRUE(at::equal(dst2, src2));
+}
+
+TEST(TorchAdapterTest, GetTensorSharesDecodedRecordsAndCopiesOthers) {
+  at::manual_seed(6);
+  const at::Tensor src = at::randn({300, 1000});  // several chunks
+  const at::Tensor small = at::arange(10, at::kLong);
+  Container c;
+  ASSERT_TRUE(PutTensor(&c, "optim/0/exp_avg", src).ok());
+  ASSERT_TRUE(PutTensor(&c, "step", small).ok());
+  MemoryBlobStore store;
+  ChunkCodec codec;
+  Container ref;
+  {
+    auto w = store.Create("v");
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(WriteCheckpointFile(c, CodecPlan{}, &ref, 1, -1, codec, **w).ok());
+    ASSERT_TRUE((*w)->Commit().ok());
+  }
+  auto f = CheckpointFile::Open(store, "v");
+  ASSERT_TRUE(f.ok());
+  at::Tensor t, s;
+  const char* decoded = nullptr;
+  {
+    auto got = f->ReadAll(nullptr, codec);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    decoded = got->Find("optim/0/exp_avg")->data.data();
+    auto a = GetTensor(*got, "optim/0/exp_avg");
+    auto b = GetTensor(*got, "step");
+    ASSERT_TRUE(a.ok() && b.ok());
+    t = *a;
+    s = *b;
+  }
+  // The decoded record's own memory, kept alive by the tensor.
+  EXPECT_EQ(static_cast<const char*>(t.data_ptr()), decoded);
+  EXPECT_TRUE(at::equal(t, src));
+  EXPECT_TRUE(at::equal(s, small));
+  t.add_(1);  // writable, as an optimizer's state must be
+  EXPECT_TRUE(at::equal(t, src + 1));
+  // A record the Container owns alone is copied.
+  auto copy = GetTensor(c, "optim/0/exp_avg");
+  ASSERT_TRUE(copy.ok());
+  EXPECT_NE(copy->data_ptr(), static_cast<const void*>(c.records()[0].data.data()));
+  EXPECT_TRUE(at::equal(*copy, src));
+}
+
+TEST(TorchAdapterTest, TensorPlacementDecodesStraightIntoTheTensors) {
+  at::manual_seed(7);
+  const at::Tensor w = at::randn({700, 1500});  // three chunks
+  const at::Tensor bias = at::randn({1500}).to(at::kDouble);
+  const at::Tensor other = at::randn({64});
+  Container c;
+  ASSERT_TRUE(PutTensor(&c, "model/w", w).ok());
+  ASSERT_TRUE(PutTensor(&c, "model/bias", bias).ok());
+  ASSERT_TRUE(PutTensor(&c, "optim/other", other).ok());
+  auto tmp = TempDir::Create("spot_torch_adapter_test");
+  ASSERT_TRUE(tmp.ok()) << tmp.status().ToString();
+  auto store = CheckpointStore::Open({.dir = tmp->path().string()});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE((*store)->Save(c, SaveRequest{.step = 1}).ok());
+
+  at::Tensor w_dst = at::zeros_like(w);
+  at::Tensor bias_wrong = at::zeros({1500});  // f32, not the record's f64
+  TensorPlacement place;
+  place.Add("model/w", w_dst);
+  place.Add("model/bias", bias_wrong);
+  auto loaded = (*store)->LoadNewestValid(std::numeric_limits<int64_t>::max(), place.place());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  const Container& dec = loaded->container;
+  // Decoded into the tensor itself: already restored, nothing left to copy.
+  EXPECT_EQ(dec.Find("model/w")->data.data(), static_cast<const char*>(w_dst.data_ptr()));
+  EXPECT_TRUE(at::equal(w_dst, w));
+  ASSERT_TRUE(GetTensorInto(dec, "model/w", w_dst).ok());
+  EXPECT_TRUE(at::equal(w_dst, w));
+  // A tensor that does not fit is left alone, and the record decoded elsewhere.
+  EXPECT_TRUE(at::equal(bias_wrong, at::zeros({1500})));
+  EXPECT_NE(dec.Find("model/bias")->data.data(), static_cast<const char*>(bias_wrong.data_ptr()));
+  EXPECT_EQ(GetTensorInto(dec, "model/bias", bias_wrong).code(), StatusCode::kFailedPrecondition);
+  auto o = GetTensor(dec, "optim/other");
+  ASSERT_TRUE(o.ok());
+  EXPECT_TRUE(at::equal(*o, other));
+}
+
+TEST(TorchAdapterTest, TensorPlacementRefusesADamagedFile) {
+  at::manual_seed(8);
+  const at::Tensor w = at::randn({300, 1000});
+  Container c;
+  ASSERT_TRUE(PutTensor(&c, "model/w", w).ok());
+  MemoryBlobStore store;
+  ChunkCodec codec;
+  Container ref;
+  {
+    auto out = store.Create("v");
+    ASSERT_TRUE(out.ok());
+    ASSERT_TRUE(WriteCheckpointFile(c, CodecPlan{}, &ref, 1, -1, codec, **out).ok());
+    ASSERT_TRUE((*out)->Commit().ok());
+  }
+  std::string bad = store.blob("v");
+  bad[100000] = static_cast<char>(bad[100000] ^ 0x04);  // inside the first chunk
+  store.Set("v", bad);
+  auto f = CheckpointFile::Open(store, "v");
+  ASSERT_TRUE(f.ok());
+  at::Tensor dst = at::zeros_like(w);
+  TensorPlacement place;
+  place.Add("model/w", dst);
+  auto got = f->ReadAll(nullptr, codec, 0, place.place());
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(got.status().message().find("model/w"), std::string::npos) << got.status().message();
 }
 
 }  // namespace
