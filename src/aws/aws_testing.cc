@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,6 +10,8 @@
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -18,6 +21,7 @@
 #include "core/net.h"
 #include "core/number_text.h"
 #include "core/process.h"
+#include "core/temp_dir.h"
 
 namespace spot::aws {
 namespace {
@@ -240,6 +244,34 @@ void FailingProxy::Serve() {
     }
     ::close(c);
   }
+}
+
+MotoServer* SharedMotoServer(const std::filesystem::path& source_dir, MotoOptions options) {
+  static std::optional<TempDir> dir;
+  static std::unique_ptr<MotoServer> server;
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    options.venv = VenvDir(source_dir);
+    std::string failure;
+    if (auto d = TempDir::Create("spot_moto"); d.ok()) {
+      dir.emplace(std::move(d).value());
+      options.log_path = dir->path() / "moto.log";
+      auto s = MotoServer::Start(options);
+      if (s.ok()) server = std::move(s).value();
+      if (!s.ok()) failure = s.status().ToString();
+    } else {
+      failure = d.status().ToString();
+    }
+    if (server) return;
+    if (const std::string skip = MotoSkipReason(options.venv); !skip.empty()) {
+      std::cerr << "SKIPPED: moto is not installed because PyPI was unreachable when the Python "
+                   "environment was made:\n"
+                << skip;
+    } else {
+      ADD_FAILURE() << "moto's server did not start: " << failure;
+    }
+  });
+  return server.get();
 }
 
 }  // namespace spot::aws

@@ -65,6 +65,14 @@ class MotoServer {
   AwsCredentials credentials_;
 };
 
+// The one server of a test program, started on first use with `options`
+// (venv and log_path are filled in: <source>/.venv, a temporary directory)
+// and kept until the program exits. nullptr when it could not start: with a
+// loud "SKIPPED" on stderr when PyPI was unreachable when the environment was
+// made (MotoSkipReason), else a test failure naming why. Thread-safe; every
+// call after the first returns the same server (`options` then unused).
+MotoServer* SharedMotoServer(const std::filesystem::path& source_dir, MotoOptions options = {});
+
 // A thin HTTP proxy on loopback in front of a server (S3's, EC2's): answers
 // the next requests with canned failures, each with the body
 // `error_body(code)` (S3's and EC2's XML differ), and forwards the rest, one

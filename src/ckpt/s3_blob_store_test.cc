@@ -48,36 +48,7 @@ S3StoreOptions TestOptions() {
 
 // The server shared by every test of this binary, started on first use;
 // nullptr (the test skipped) when PyPI was unreachable when .venv was made.
-MotoServer* Moto() {
-  static std::optional<TempDir> dir;
-  static std::unique_ptr<MotoServer> server;
-  static std::string failure;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    auto d = TempDir::Create("spot_moto");
-    if (!d.ok()) {
-      failure = d.status().ToString();
-      return;
-    }
-    dir.emplace(std::move(d).value());
-    auto s = MotoServer::Start({.venv = VenvDir(SPOT_SOURCE_DIR),
-                                .log_path = dir->path() / "moto.log",
-                                .min_part_size = 1024});
-    if (s.ok()) server = std::move(s).value();
-    if (!s.ok()) failure = s.status().ToString();
-  });
-  if (server == nullptr) {
-    const std::string skip = MotoSkipReason(VenvDir(SPOT_SOURCE_DIR));
-    if (!skip.empty()) {
-      std::cerr << "SKIPPED: moto is not installed because PyPI was unreachable when the Python "
-                   "environment was made:\n"
-                << skip;
-    } else {
-      ADD_FAILURE() << failure;
-    }
-  }
-  return server.get();
-}
+MotoServer* Moto() { return aws::SharedMotoServer(SPOT_SOURCE_DIR, {.min_part_size = 1024}); }
 
 std::string NewBucket() {
   static std::atomic<int> n{0};

@@ -28,35 +28,7 @@ using aws::MotoServer;
 using aws::MotoSkipReason;
 using aws::VenvDir;
 
-MotoServer* Moto() {
-  static std::optional<TempDir> dir;
-  static std::unique_ptr<MotoServer> server;
-  static std::string failure;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    auto d = TempDir::Create("spot_moto_ec2");
-    if (!d.ok()) {
-      failure = d.status().ToString();
-      return;
-    }
-    dir.emplace(std::move(d).value());
-    auto s =
-        MotoServer::Start({.venv = VenvDir(SPOT_SOURCE_DIR), .log_path = dir->path() / "moto.log"});
-    if (s.ok()) server = std::move(s).value();
-    if (!s.ok()) failure = s.status().ToString();
-  });
-  if (server == nullptr) {
-    const std::string skip = MotoSkipReason(VenvDir(SPOT_SOURCE_DIR));
-    if (!skip.empty()) {
-      std::cerr << "SKIPPED: moto is not installed because PyPI was unreachable when the Python "
-                   "environment was made:\n"
-                << skip;
-    } else {
-      ADD_FAILURE() << failure;
-    }
-  }
-  return server.get();
-}
+MotoServer* Moto() { return aws::SharedMotoServer(SPOT_SOURCE_DIR); }
 
 #define SKIP_WITHOUT_MOTO()                                     \
   do {                                                          \

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/file_io.h"
+#include "core/number_text.h"
 #include "core/process.h"
 
 namespace spot::cloud {
@@ -37,11 +38,12 @@ std::vector<std::string> SplitOn(const std::string& s, char sep) {
   return out;
 }
 
+// A decimal integer, strictly (core/number_text.h's rule).
 bool ParseInt(const std::string& s, long* v) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  *v = std::strtol(s.c_str(), &end, 10);
-  return end != s.c_str() && *end == '\0';
+  Result<int64_t> x = ParseInteger(s);
+  if (!x.ok()) return false;
+  *v = static_cast<long>(*x);
+  return true;
 }
 
 bool Contains(const std::string& s, std::string_view needle) {
