@@ -6,10 +6,19 @@ where a series exists.
 
 Usage: bench/spotsim_leaderboard.py [--spot build/bin/spot] [--data ../shared/data]
            [--out build/leaderboard] [--samples 300] [--policies od,greedy,up,hazard-up,forecast-up,mdp]
+           [--multi-zone [--mz-samples 100] [--checkpoint-gb 50]]
 Writes DIR/<folder>.<protocol>.json (the command's JSON) and prints the
 leaderboard as Markdown tables, with the wall time of the whole run and
 mdp's decision time per tick against the tick (one zone, in-sample runs
 with and without it: simulation included, so an upper bound).
+
+--multi-zone runs the multi-zone pass instead: every folder's zones of one
+instance type as ONE market (`spot sim eval --multi-zone`), time-split,
+with real prices where they exist and, where the zones span regions, a
+checkpoint of --checkpoint-gb moved at the catalog's inter-region egress
+price on every move across regions; then the same markets drawn again from
+synthetic models fitted to each zone (`--synthetic-fit`). Zones of unequal
+length are cut to the shortest (aligned at their first tick).
 """
 import argparse
 import json
@@ -87,6 +96,151 @@ def decision_time(args):
     return max(secs[1] - secs[0], 0) / ticks, gap
 
 
+# The multi-zone markets: name, folder, the trace files' suffix (one
+# instance type), prices CSV, job (as FOLDERS), whether to draw a synthetic
+# copy too. gcp-c3's regions have no price in the (AWS) egress catalog: its
+# moves are free.
+MZ_MARKETS = [
+    ("aws-2022-10 k80_1", "availability/aws-2022-10", "_k80_1.json", None, dict(k=3, nodes=1), False),
+    ("aws-2022-10 k80_8", "availability/aws-2022-10", "_k80_8.json", None, dict(k=3, nodes=1), False),
+    ("aws-2022-10 v100_1", "availability/aws-2022-10", "_v100_1.json", None, dict(k=3, nodes=1),
+     False),
+    ("aws-2022-10 v100_8", "availability/aws-2022-10", "_v100_8.json", None, dict(k=3, nodes=1),
+     False),
+    ("aws-v100-2023-02", "availability/aws-v100-2023-02", ".json",
+     "prices/aws_p3.2xlarge_spot_2023-02-15_2023-04-02.csv", dict(k=3.06, nodes=1), True),
+    ("aws-v100x16-2023-08", "availability/aws-v100x16-2023-08", ".json", None,
+     dict(k=3, nodes=16), True),
+    ("aws-v100-2023-04", "preemption/aws-v100-2023-04", ".json", None, dict(k=3.06, nodes=1), True),
+    ("aws-r5-2023-05", "preemption/aws-r5-2023-05", ".json", None, dict(k=4.032, nodes=1), False),
+    ("aws-v100x4-2023-08", "preemption/aws-v100x4-2023-08", ".json", None, dict(k=3, nodes=4), True),
+    ("gcp-c3-2023-04", "preemption/gcp-c3-2023-04", ".json", None, dict(k=3, nodes=1, C=8, D=10),
+     False),
+]
+MZ_POLICIES = "od,greedy,up,hazard-up,forecast-up,mdp,mdp-zones,omniscient"
+EGRESS = "catalog/aws_inter_region_egress.csv"
+
+
+def region_of(zone):
+    """us-east-1a -> us-east-1, us-central1-a -> us-central1 (fleet::RegionOfZone)."""
+    if len(zone) >= 3 and zone[-1].isalpha() and zone[-2] == "-":
+        return zone[:-2]
+    if len(zone) >= 2 and zone[-1].isalpha() and zone[-2].isdigit():
+        return zone[:-1]
+    return zone
+
+
+def mz_traces(args, folder, suffix):
+    """The folder's trace files of one type, cut to the shortest (copies under
+    --out when any is longer)."""
+    d = os.path.join(args.data, folder)
+    files = [os.path.join(d, f) for f in sorted(os.listdir(d)) if f.endswith(suffix)]
+    loaded = [json.load(open(f)) for f in files]
+    n = min(len(j["data"]) for j in loaded)
+    if all(len(j["data"]) == n for j in loaded):
+        return files
+    cut_dir = os.path.join(args.out, "cut", folder.replace("/", "_"))
+    os.makedirs(cut_dir, exist_ok=True)
+    out = []
+    for f, j in zip(files, loaded):
+        j["data"] = j["data"][:n]
+        if "prices" in j:
+            j["prices"] = j["prices"][:n]
+        path = os.path.join(cut_dir, os.path.basename(f))
+        with open(path, "w") as fh:
+            json.dump(j, fh)
+        out.append(path)
+    return out
+
+
+def mz_run(args, name, folder, suffix, prices, job, synthetic):
+    files = mz_traces(args, folder, suffix)
+    policies = MZ_POLICIES
+    regions = sorted({region_of(os.path.basename(f).split("_")[0]) for f in files})
+    egress = os.path.join(args.data, EGRESS)
+    aws = all(r.count("-") == 2 for r in regions)  # AWS regions: us-east-1
+    gb = args.checkpoint_gb if len(regions) > 1 and aws else 0
+    cmd = [args.spot, "sim", "eval", "--multi-zone", "--protocol", "time-split",
+           "--policies", policies, "--samples", str(args.mz_samples), "--format", "json",
+           "--compute-hours", str(job.get("C", 48)), "--deadline-hours", str(job.get("D", 60)),
+           "--changeover-hours", "0.2", "--ondemand-price", str(job["k"]),
+           "--nodes", str(job["nodes"]), "--checkpoint-gb", str(gb)]
+    if gb > 0:
+        cmd += ["--egress", egress]
+    for f in files:
+        cmd += ["--trace", f]
+    if prices:
+        cmd += ["--prices", os.path.join(args.data, prices)]
+    if synthetic:
+        cmd += ["--synthetic-fit", "--seed", "1"]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(cmd)}\nexit {p.returncode}: {p.stderr}")
+    tag = name.replace(" ", "_") + (".synthetic" if synthetic else "")
+    with open(os.path.join(args.out, f"multizone_{tag}.json"), "w") as fh:
+        fh.write(p.stdout)
+    return json.loads(p.stdout), time.monotonic() - t0, regions, gb, len(files)
+
+
+def multi_zone(args):
+    t0 = time.monotonic()
+    results = []
+    for name, folder, suffix, prices, job, synth in MZ_MARKETS:
+        if not os.path.isdir(os.path.join(args.data, folder)):
+            print(f"{folder}: not present, skipped", file=sys.stderr)
+            continue
+        for synthetic in ([False, True] if synth else [False]):
+            j, secs, regions, gb, n = mz_run(args, name, folder, suffix, prices, job, synthetic)
+            label = name + (" (synthetic fit)" if synthetic else "")
+            results.append((label, j, regions, gb, n))
+            print(f"multi-zone {label}: {secs:.1f} s", file=sys.stderr)
+    total = time.monotonic() - t0
+    shown = [p for p in MZ_POLICIES.split(",") if p not in ("od", "up")]
+    print("### Multi-zone, time-split: every zone of a folder's type as ONE market; mean cost / "
+          "up's on the same starts [95% bootstrap interval]\n")
+    print("| market | zones (regions) | prices | checkpoint GB | up mean $ | "
+          + " | ".join(shown) + " |")
+    print("|---|---|---|---|---|" + "---|" * len(shown))
+    for label, j, regions, gb, n in results:
+        m = j["markets"][0]
+        pol = m["policies"]
+        cells = [ratio(pol[p]) if p in pol else "-" for p in shown]
+        print(f"| {label} | {n} ({', '.join(regions)}) | {m['prices']} "
+              f"| {gb:g} | {pol['up']['cost']['mean']:.2f} | " + " | ".join(cells) + " |")
+    print("\n### Multi-zone: ours against greedy and the bound (ratios of mean costs), p95 against "
+          "on-demand, deadline misses where up met\n")
+    print("| market | mdp-zones / greedy | mdp-zones / up | mdp / up | mdp-zones / omniscient | "
+          "p95/od greedy, up, mdp-zones | misses (up met) mdp-zones |")
+    print("|---|---|---|---|---|---|---|")
+    sums = {"g": [], "u": [], "m": [], "o": []}
+    for label, j, regions, gb, n in results:
+        pol = j["markets"][0]["policies"]
+        c = {p: pol[p]["cost"]["mean"] for p in pol}
+        g, u, mm, o = (c["mdp-zones"] / c["greedy"], c["mdp-zones"] / c["up"],
+                       c["mdp"] / c["up"], c["mdp-zones"] / c["omniscient"])
+        if "synthetic" not in label:
+            for k, v in zip("gumo", (g, u, mm, o)):
+                sums[k].append(v)
+        p95 = " / ".join(f"{pol[p]['cost']['p95'] / pol[p]['od_mean_cost']:.3f}"
+                         for p in ("greedy", "up", "mdp-zones"))
+        print(f"| {label} | {g:.4f} | {u:.4f} | {mm:.4f} | {o:.4f} | {p95} | "
+              f"{pol['mdp-zones']['misses_up_met']} |")
+    if sums["g"]:
+        avg = {k: sum(v) / len(v) for k, v in sums.items()}
+        print(f"| **mean over the {len(sums['g'])} real markets** | {avg['g']:.4f} | {avg['u']:.4f} "
+              f"| {avg['m']:.4f} | {avg['o']:.4f} | | |")
+    print("\n### Multi-zone: fitted parameters of mdp-zones\n")
+    print("| market | params |")
+    print("|---|---|")
+    for label, j, _, _, _ in results:
+        s = j["markets"][0]["policies"]["mdp-zones"]
+        print(f"| {label} | " + ", ".join(f"{k}={v}" for k, v in s["params"].items()) + " |")
+    runs = sum(j["simulated_runs"] for _, j, _, _, _ in results)
+    print(f"\nWall time of the multi-zone pass: {total:.1f} s ({runs} simulated runs, "
+          f"{args.mz_samples} starts per market part)")
+
+
 def ratio(s):
     r = s["ratio_to_up"]
     return f"{r['mean']:.4f} [{r['ci95'][0]:.4f}, {r['ci95'][1]:.4f}]"
@@ -99,8 +253,15 @@ def main():
     ap.add_argument("--out", default="build/leaderboard")
     ap.add_argument("--samples", type=int, default=300)
     ap.add_argument("--policies", default="od,greedy,up,hazard-up,forecast-up,mdp")
+    ap.add_argument("--multi-zone", action="store_true",
+                    help="run the multi-zone pass (instead of the single-zone leaderboard)")
+    ap.add_argument("--mz-samples", type=int, default=100)
+    ap.add_argument("--checkpoint-gb", type=float, default=50)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.multi_zone:
+        multi_zone(args)
+        return
     policies = [p for p in args.policies.split(",") if p != "up"]
     t0 = time.monotonic()
     results = []

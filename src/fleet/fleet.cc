@@ -31,7 +31,15 @@ FleetModel::FleetModel(std::span<const market::Trace* const> zones, std::vector<
     : zones_(zones),
       types_(std::move(types)),
       job_(job),
-      h_(zones.empty() ? 0 : zones[0]->gap_seconds / 3600.0) {}
+      h_(zones.empty() ? 0 : zones[0]->gap_seconds / 3600.0) {
+  if (job_.checkpoint_gb <= 0) return;
+  std::vector<std::string> regions;
+  for (const market::Trace* z : zones) regions.push_back(RegionOf(z->pool));
+  // A pair without a price is caught by the drivers' validation (SpotSim's
+  // ValidateMarket); here it leaves moves free.
+  auto usd = MigrationMatrix(regions, job_.checkpoint_gb, job_.egress);
+  if (usd.ok()) move_usd_ = std::move(usd).value();
+}
 
 int SpotCapacity(const market::Trace& t, int64_t abs) {
   return abs >= 0 && abs < t.ticks() ? t.available[abs] : 0;
@@ -111,6 +119,17 @@ bool FleetModel::AnyAboveCapacity(int64_t abs) const {
 }
 
 void FleetModel::Launch(const PoolTarget& t, int n, int64_t abs) {
+  const int z = t.pool.zone;
+  if (n > 0 && z >= 0) {  // the reference type's on-demand runs where the state is
+    if (state_zone_ >= 0 && !move_usd_.empty()) {
+      const double usd = move_usd_[state_zone_ * zones_.size() + z];
+      if (usd > 0) {
+        pending_migration_ += usd;
+        ++migrations_;
+      }
+    }
+    state_zone_ = z;
+  }
   for (int k = 0; k < n; ++k) {
     instances_.push_back(
         {.id = next_id_++,
@@ -170,7 +189,9 @@ int FleetModel::Apply(std::span<const PoolTarget> targets, int64_t abs) {
 }
 
 TickOutcome FleetModel::RunTick(int64_t abs, double progress) {
-  TickOutcome out{.progress = progress};
+  TickOutcome out{.progress = progress, .cost = pending_migration_};
+  out.migration_cost = pending_migration_;
+  pending_migration_ = 0;
   // Each live instance is ready from offset `c` of the tick on.
   ready_at_.clear();
   for (Instance& i : instances_) {

@@ -25,7 +25,11 @@
 //   - every instance is billed per second at its pool's price in each tick
 //     (spot: the trace's price, 1.0 $/h when it has none; on-demand: the
 //     type's on-demand price); the tick in which the job completes is billed
-//     up to the completion.
+//     up to the completion;
+//   - the job's state lives in the region of the last zone it launched in
+//     (the reference type's on-demand runs wherever it is): a launch in
+//     another region moves it, billed once at checkpoint_gb x the egress
+//     price between the two regions (fleet/migration.h) in that tick.
 #pragma once
 
 #include <compare>
@@ -35,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "fleet/migration.h"
 #include "market/trace.h"
 
 namespace spot::fleet {
@@ -96,16 +101,21 @@ struct FleetJob {
   double startup_hours = 0.2;  // d, >= 0
   bool balanced = true;        // heterogeneous throughputs add up (the elastic trainer's balancing)
   double compute_hours = 48;   // C, > 0
+  // The job's state moved when it changes region, in GB (>= 0; 0: moves are
+  // free), billed at `egress`'s price between the regions.
+  double checkpoint_gb = 0;
+  const EgressPrices* egress = nullptr;  // not owned, outlives the model; null: no prices
 };
 
 // What one tick of running cost and achieved.
 struct TickOutcome {
   double progress = 0;  // compute-hours done at the tick's end (or at completion)
   bool done = false;
-  double used_hours = 0;  // of the tick, up to completion when done
-  double cost = 0;        // $ billed for the tick
-  double spot_hours = 0;  // instance-hours on spot / N
-  double od_hours = 0;    // instance-hours on on-demand / N
+  double used_hours = 0;      // of the tick, up to completion when done
+  double cost = 0;            // $ billed for the tick
+  double spot_hours = 0;      // instance-hours on spot / N
+  double od_hours = 0;        // instance-hours on on-demand / N
+  double migration_cost = 0;  // $ of moving the job's state across regions (in `cost`)
 };
 
 // The instances of one job in a market, advanced tick by tick:
@@ -148,6 +158,10 @@ class FleetModel {
   const TypeFacts& Type(const PoolRef& pool) const;
   // Progress per hour of a set of ready instances (see the rules above).
   double Rate(std::span<const Instance* const> ready) const;
+  // Moves of the job's state across regions so far, and the zone it is in
+  // (-1: nowhere yet).
+  int migrations() const { return migrations_; }
+  int state_zone() const { return state_zone_; }
 
  private:
   void Launch(const PoolTarget& t, int n, int64_t abs);
@@ -166,6 +180,12 @@ class FleetModel {
   std::vector<const Instance*> ready_;
   std::vector<std::pair<PoolRef, int>> pools_;
   std::vector<int> held_per_zone_;
+  // Migration: $ per move between zones (row: from; empty: free), the zone
+  // holding the job's state, $ charged at the next RunTick.
+  std::vector<double> move_usd_;
+  int state_zone_ = -1;
+  int migrations_ = 0;
+  double pending_migration_ = 0;
 };
 
 // A spot pool's capacity at absolute tick `abs` (0 outside the trace) and its

@@ -5,6 +5,7 @@
 // guard (backtest.h) checks that nothing reads past them.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -28,7 +29,12 @@ struct Panel {
   int64_t ticks = 0;
 
   int num_zones() const { return static_cast<int>(zones.size()); }
-  bool has_prices() const { return !price.empty() && !price[0].empty(); }
+  // Every zone has a price series (a market priced in some zones only has
+  // none to forecast from as a whole).
+  bool has_prices() const {
+    return !price.empty() &&
+           std::all_of(price.begin(), price.end(), [](const auto& p) { return !p.empty(); });
+  }
   bool has_availability() const { return !available.empty() && !available[0].empty(); }
   double hours() const { return static_cast<double>(ticks) * gap_seconds / 3600.0; }
 };
@@ -63,7 +69,11 @@ class HistoryView {
   int num_zones() const { return static_cast<int>(zones_.size()); }
   double gap_hours() const { return gap_s_ / 3600.0; }
   int32_t min_count() const { return min_count_; }
-  bool has_prices() const { return !zones_.empty() && !zones_[0].price.empty(); }
+  // Every zone has a price series (see HistoryPanel::has_prices).
+  bool has_prices() const {
+    return !zones_.empty() && std::all_of(zones_.begin(), zones_.end(),
+                                          [](const auto& z) { return !z.price.empty(); });
+  }
 
   // The first end() values; empty when the zone has no such series.
   std::span<const double> price(int z) const { return Head(zones_[z].price); }

@@ -52,7 +52,9 @@ fleet::FleetJob ToFleetJob(const JobSpec& job) {
           .min_nodes = job.min_nodes > 0 ? std::min(job.min_nodes, job.nodes) : job.nodes,
           .startup_hours = job.changeover_hours,
           .balanced = job.balanced,
-          .compute_hours = job.compute_hours};
+          .compute_hours = job.compute_hours,
+          .checkpoint_gb = job.checkpoint_gb,
+          .egress = job.egress};
 }
 
 Decision GangDecision(const Placement& p, int nodes) {

@@ -97,6 +97,21 @@ TEST_F(ForecastUp, WaitsForAPredictedPriceDropOnlyWhenAhead) {
   EXPECT_EQ(testing::TargetOf(DecideAt(now, Placement::Idle(), 5, 1)), Placement::Spot(0));
 }
 
+// A market priced in some zones only (a zone whose price file is missing):
+// there is no price to forecast as a whole, so it never waits for a drop,
+// and it decides without reading a price series that is not there (it used
+// to crash here).
+TEST_F(ForecastUp, AMarketPricedInSomeZonesOnlyIsDecidedWithoutPrices) {
+  const int days = 10;
+  std::vector<double> price;
+  for (int t = 0; t < 24 * days; ++t) price.push_back(t % 24 < 6 ? 2.0 : 1.0);
+  const int64_t now = 24 * 8 + 1;
+  Use({MakeTrace(3600, std::vector<int32_t>(24 * days, 1), price),
+       MakeTrace(3600, std::vector<int32_t>(24 * days, 1))});
+  // Ahead of the line, where a priced market would wait: spot now.
+  EXPECT_EQ(testing::TargetOf(DecideAt(now, Placement::Idle(), 5, 1)).kind, InstanceKind::kSpot);
+}
+
 TEST_F(ForecastUp, SafetyNetIsUps) {
   Use({MakeTrace(3600, std::vector<int32_t>(100, 1))});
   // R = 40 - 30 = 10 < W + 2d = 10 + 0.4: on-demand.

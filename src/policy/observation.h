@@ -29,6 +29,11 @@ struct JobSpec {
   // Heterogeneous instances' throughputs add up (the elastic trainer's
   // batch balancing); false: every instance runs at the slowest one's pace.
   bool balanced = true;
+  // The job's state moved when it changes region (its checkpoint), in GB,
+  // billed at `egress`'s $/GB between the regions (fleet/migration.h); 0:
+  // moves are free.
+  double checkpoint_gb = 0;
+  const fleet::EgressPrices* egress = nullptr;  // not owned; outlives the job
 };
 
 // The job as the fleet model (fleet/fleet.h) sees it.

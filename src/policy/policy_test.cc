@@ -15,7 +15,7 @@ TEST(Registry, BuiltinsByName) {
   PolicyRegistry r;
   RegisterBuiltinPolicies(r);
   EXPECT_EQ(r.Names(), (std::vector<std::string>{"fleet-up", "forecast-up", "greedy", "hazard-up",
-                                                 "mdp", "od", "omniscient", "up"}));
+                                                 "mdp", "mdp-zones", "od", "omniscient", "up"}));
   for (const auto& n : r.Names()) {
     auto p = r.Create(n);
     ASSERT_TRUE(p.ok());

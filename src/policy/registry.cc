@@ -7,6 +7,7 @@
 #include "policy/forecast_aware.h"
 #include "policy/hazard_up.h"
 #include "policy/mdp_policy.h"
+#include "policy/mdp_zones.h"
 #include "policy/omniscient.h"
 #include "policy/uniform_progress.h"
 
@@ -99,6 +100,11 @@ void RegisterBuiltinPolicies(PolicyRegistry& r) {
        "ours: plans over a Markov chain of availability fitted to the market's history (hazard "
        "by run age, spot price), solved backward as a decision process; UP's safety net",
        &MakeMdpPolicy);
+  with("mdp-zones",
+       "ours: mdp for markets of several zones and regions: enters the zone of least expected "
+       "cost per hour of progress (its own chain's run length, its price, the migration), moves "
+       "only when the saving beats the move's cost; mdp on one zone",
+       &MakeMdpZonesPolicy);
   with("forecast-up",
        "ours: UP acting on forecasts (zone by price and preemption risk, moves before a predicted "
        "preemption, waits for spot predicted to return or a predicted price drop when slack "
@@ -120,6 +126,9 @@ void RegisterBuiltinPolicies(PolicyRegistry& r) {
   // mdp: how far back the chain looks, and how much it trusts spot runs.
   (void)r.SetTunables("mdp",
                       {{"history_window_hours", {"336", "72"}}, {"spot_hazard_scale", {"1", "2"}}});
+  // mdp-zones: mdp's window, and how much a voluntary move must save.
+  (void)r.SetTunables("mdp-zones",
+                      {{"history_window_hours", {"336", "72"}}, {"move_margin", {"2", "1"}}});
 }
 
 }  // namespace spot::policy

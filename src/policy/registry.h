@@ -55,8 +55,8 @@ ComponentConfig PolicyConfig(const std::string& name, const ParamSet& params);
 // "breakeven_scale=1, scarce_availability=0.25" ("defaults" when empty).
 std::string FormatParams(const ParamSet& params);
 
-// od, greedy, up, omniscient, hazard-up, mdp, forecast-up, fleet-up; with
-// the tunables of hazard-up, forecast-up and mdp.
+// od, greedy, up, omniscient, hazard-up, mdp, mdp-zones, forecast-up,
+// fleet-up; with the tunables of hazard-up, forecast-up, mdp and mdp-zones.
 void RegisterBuiltinPolicies(PolicyRegistry& registry);
 
 }  // namespace spot::policy

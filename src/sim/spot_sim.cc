@@ -40,6 +40,7 @@ class Runner {
     out_->cost += o.cost;
     out_->spot_hours += o.spot_hours;
     out_->od_hours += o.od_hours;
+    out_->migration_cost += o.migration_cost;
     if (o.done) {
       done_ = true;
       out_->finish_hours = t * h_ + o.used_hours;
@@ -103,6 +104,7 @@ void Runner::Run(policy::Policy& policy, const RunOptions& options) {
     }
   }
   if (!done_) FinishOnDemand(t);
+  out_->migrations = model_.migrations();
   out_->met_deadline = out_->finish_hours <= job_.deadline_hours + kEps;
 }
 
@@ -132,6 +134,10 @@ Status ValidateMarket(std::span<const market::Trace* const> zones, const JobSpec
     return InvalidArgumentError("min nodes must be in [0, nodes]");
   }
   if (!(job.ondemand_price > 0)) return InvalidArgumentError("on-demand price must be > 0");
+  std::vector<std::string> regions;
+  for (const market::Trace* t : zones) regions.push_back(fleet::RegionOf(t->pool));
+  auto moves = fleet::MigrationMatrix(regions, job.checkpoint_gb, job.egress);
+  if (!moves.ok()) return moves.status();
   return Status::Ok();
 }
 

@@ -13,6 +13,9 @@
 //     none), on-demand at the type's price (k/h for the reference type), per
 //     instance, per second; the tick in which the job completes is billed pro
 //     rata up to completion;
+//   - a launch in another region than the job's state moves the state there,
+//     billed once at job.checkpoint_gb x the egress $/GB between the regions
+//     (zones' regions from their names: us-east-1a is in us-east-1);
 //   - the job runs past its deadline if it must; if the traces end first the
 //     rest is finished on N on-demand reference instances (billed, deadline
 //     missed).
@@ -54,6 +57,8 @@ struct RunResult {
   int changeovers = 0;
   int preemptions = 0;               // ticks at which the market took instances back
   int instances_reclaimed = 0;       // instances it took
+  int migrations = 0;                // moves of the job's state across regions
+  double migration_cost = 0;         // $ of those moves (in `cost`)
   std::vector<TickRecord> timeline;  // per tick, when RunOptions::record_timeline
 };
 
@@ -66,7 +71,8 @@ struct RunOptions {
 
 // InvalidArgument (naming the trace) unless every zone has the same gap > 0
 // and the same number of ticks, and the job is well formed (C > 0, D > 0,
-// d >= 0, N >= 1, k > 0).
+// d >= 0, N >= 1, k > 0, checkpoint GB >= 0 with an egress price between
+// every two regions of the zones when it is > 0).
 Status ValidateMarket(std::span<const market::Trace* const> zones, const JobSpec& job);
 
 // Runs the job from absolute tick `start_tick` of the traces.

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
+#include "fleet/migration.h"
 #include "policy/registry.h"
 #include "policy/test_traces.h"
 
@@ -183,6 +186,120 @@ TEST(SimContract, ValidateMarketNamesTheTrace) {
   Status s = ValidateMarket(zones, JobSpec{});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("b.json"), std::string::npos);
+}
+
+// Migration: three zones always up at 1.0/h, two in us-east-1 and one in
+// us-west-2; one-hour ticks, no changeover, a 10 GB checkpoint.
+class MigrationTest : public ::testing::Test {
+ protected:
+  MigrationTest() {
+    const char* names[] = {"us-east-1a", "us-east-1d", "us-west-2a"};
+    for (const char* n : names) {
+      traces_.push_back(MakeTrace(3600, std::vector<int32_t>(20, 1), {}, n));
+      traces_.back().pool.zone = n;
+    }
+    for (const auto& t : traces_) zones_.push_back(&t);
+    EXPECT_TRUE(egress_.Add("us-east-1", "us-west-2", 0.02).ok());
+    EXPECT_TRUE(egress_.Add("us-west-2", "us-east-1", 0.03).ok());
+  }
+  JobSpec Job(double gb) const {
+    return {.compute_hours = 6,
+            .deadline_hours = 10,
+            .changeover_hours = 0,
+            .ondemand_price = 3,
+            .checkpoint_gb = gb,
+            .egress = &egress_};
+  }
+  std::vector<market::Trace> traces_;
+  std::vector<const market::Trace*> zones_;
+  fleet::EgressPrices egress_;
+};
+
+// Charged exactly on moves across regions, from the region the state is in:
+// east-1a -> east-1d (same region: free) -> west-2a (10 GB x 0.02) ->
+// on-demand of the reference type (runs where the state is: free) ->
+// east-1a (10 GB x 0.03, the way back) -> east-1a.
+TEST_F(MigrationTest, ChargedOnlyAcrossRegionsAtTheEgressPrice) {
+  const std::vector<Placement> script = {Placement::Spot(0), Placement::Spot(1),
+                                         Placement::Spot(2), Placement::OnDemand(),
+                                         Placement::Spot(0), Placement::Spot(0)};
+  ASSERT_TRUE(ValidateMarket(zones_, Job(10)).ok());
+  ScriptPolicy p(script);
+  RunResult r = SimulateJob(p, zones_, 0, Job(10));
+  EXPECT_EQ(r.migrations, 2);
+  EXPECT_NEAR(r.migration_cost, 10 * 0.02 + 10 * 0.03, 1e-12);
+  EXPECT_NEAR(r.cost, 5 * 1.0 + 3.0 + 0.5, 1e-12);  // 5 spot hours, 1 on-demand hour, moves
+  EXPECT_TRUE(r.met_deadline);
+  ScriptPolicy free_moves(script);
+  RunResult r0 = SimulateJob(free_moves, zones_, 0, Job(0));
+  EXPECT_EQ(r0.migrations, 0);
+  EXPECT_NEAR(r0.cost, 8.0, 1e-12);
+}
+
+TEST_F(MigrationTest, MovesWithinARegionAreFree) {
+  ScriptPolicy p({Placement::Spot(0), Placement::Spot(1), Placement::Spot(0), Placement::Spot(1),
+                  Placement::Spot(0), Placement::Spot(1)});
+  RunResult r = SimulateJob(p, zones_, 0, Job(1000));
+  EXPECT_EQ(r.migrations, 0);
+  EXPECT_EQ(r.migration_cost, 0);
+  EXPECT_NEAR(r.cost, 6.0, 1e-12);
+}
+
+TEST_F(MigrationTest, ValidationNamesTheMissingPair) {
+  fleet::EgressPrices one_way;
+  ASSERT_TRUE(one_way.Add("us-east-1", "us-west-2", 0.02).ok());
+  JobSpec job = Job(10);
+  job.egress = &one_way;
+  Status s = ValidateMarket(zones_, job);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("from region us-west-2 to us-east-1"), std::string::npos)
+      << s.message();
+  job.egress = nullptr;
+  s = ValidateMarket(zones_, job);
+  EXPECT_NE(s.message().find("no egress prices were given"), std::string::npos) << s.message();
+  job.checkpoint_gb = -1;
+  EXPECT_EQ(ValidateMarket(zones_, job).code(), StatusCode::kInvalidArgument);
+  // Without a checkpoint, or within one region, no prices are needed.
+  job.checkpoint_gb = 0;
+  EXPECT_TRUE(ValidateMarket(zones_, job).ok());
+  job.checkpoint_gb = 10;
+  EXPECT_TRUE(ValidateMarket(std::span(zones_).first(2), job).ok());
+}
+
+TEST(Migration, RegionsFromZoneNames) {
+  EXPECT_EQ(fleet::RegionOfZone("us-east-1a"), "us-east-1");
+  EXPECT_EQ(fleet::RegionOfZone("ap-northeast-3c"), "ap-northeast-3");
+  EXPECT_EQ(fleet::RegionOfZone("us-central1-a"), "us-central1");
+  EXPECT_EQ(fleet::RegionOfZone("us-east-1"), "us-east-1");
+  EXPECT_EQ(fleet::RegionOfZone("hand"), "hand");
+  market::Pool p{.region = "eu-west-1", .zone = "x"};
+  EXPECT_EQ(fleet::RegionOf(p), "eu-west-1");
+}
+
+TEST(Migration, EgressCsvNamesTheBadRow) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "egress_test";
+  std::filesystem::create_directories(dir);
+  const std::string good = (dir / "good.csv").string();
+  std::ofstream(good) << "from_region,to_region,price_usd_per_gb\n"
+                         "us-east-1,us-west-2,0.02\nus-west-2,us-east-1,0.03\n";
+  auto e = fleet::LoadEgressCsv(good);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_EQ(e->UsdPerGb("us-west-2", "us-east-1"), 0.03);
+  EXPECT_EQ(e->UsdPerGb("us-east-1", "us-east-1"), 0.0);
+  EXPECT_FALSE(e->UsdPerGb("us-east-1", "eu-west-1").has_value());
+  const std::string bad = (dir / "bad.csv").string();
+  std::ofstream(bad) << "from_region,to_region,price_usd_per_gb\n"
+                        "us-east-1,us-west-2,0.02\nus-west-2,us-east-1,-1\n";
+  auto b = fleet::LoadEgressCsv(bad);
+  EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(b.status().message().find("bad.csv:3: price_usd_per_gb"), std::string::npos)
+      << b.status().message();
+  const std::string twice = (dir / "twice.csv").string();
+  std::ofstream(twice) << "from_region,to_region,price_usd_per_gb\n"
+                          "us-east-1,us-west-2,0.02\nus-east-1,us-west-2,0.02\n";
+  EXPECT_NE(fleet::LoadEgressCsv(twice).status().message().find("given twice"), std::string::npos);
+  EXPECT_EQ(fleet::LoadEgressCsv((dir / "none.csv").string()).status().code(),
+            StatusCode::kNotFound);
 }
 
 }  // namespace

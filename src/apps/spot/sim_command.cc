@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <filesystem>
 
 #include "apps/spot/commands.h"
@@ -16,6 +17,8 @@
 #include "control/controller.h"
 #include "core/file_io.h"
 #include "core/progress.h"
+#include "fleet/migration.h"
+#include "market/synthetic.h"
 #include "policy/registry.h"
 #include "sim/evaluate.h"
 #include "sim/protocol.h"
@@ -25,8 +28,20 @@
 namespace spot::cli {
 namespace {
 
-// The flags of `spot sim eval --protocol` (SimArgs, in commands.h, holds the
-// rest). One set per process: `spot` parses one command line.
+// The migration flags of `spot sim run|eval` (SimArgs, in commands.h, holds
+// the rest) and the egress table they load. One set per process: `spot`
+// parses one command line.
+struct MigrationFlags {
+  double checkpoint_gb = 0;  // --checkpoint-gb: the job's state moved across regions
+  std::string egress;        // --egress F.csv: $/GB between regions
+  fleet::EgressPrices prices;
+  bool synthetic_fit =
+      false;  // --synthetic-fit: each trace replaced by a synthetic one fitted to it
+};
+MigrationFlags& Migration() {
+  static MigrationFlags flags;
+  return flags;
+}
 // The run as `spot run` logs its decisions: per tick, where the job was after
 // any preemption, where the policy put it, and the progress it saw.
 std::string DecisionLog(const sim::RunResult& r, int64_t start_tick) {
@@ -71,6 +86,16 @@ void AddMarketAndJobFlags(CLI::App* cmd, SimArgs* a) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of the synthetic market")->capture_default_str();
+  cmd->add_option("--checkpoint-gb", Migration().checkpoint_gb,
+                  "GB of state the job moves when it changes region (billed at --egress "
+                  "prices; zones' regions from their names: us-east-1a is in us-east-1)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--egress", Migration().egress,
+                  "Egress $/GB between regions (CSV: from_region,to_region,price_usd_per_gb)");
+  cmd->add_flag("--synthetic-fit", Migration().synthetic_fit,
+                "Replace every trace by a synthetic one fitted to it (its up and down runs for "
+                "the gang of N, its prices), drawn with --seed on the same tick grid");
 }
 
 policy::JobSpec JobOf(const SimArgs& a) {
@@ -79,7 +104,41 @@ policy::JobSpec JobOf(const SimArgs& a) {
           .changeover_hours = a.changeover_hours,
           .nodes = a.nodes,
           .ondemand_price = a.ondemand_price,
-          .min_nodes = a.min_nodes};
+          .min_nodes = a.min_nodes,
+          .checkpoint_gb = Migration().checkpoint_gb,
+          .egress = Migration().egress.empty() ? nullptr : &Migration().prices};
+}
+
+// --synthetic-fit: each trace becomes a draw of the synthetic model fitted
+// to it (market/synthetic.h), named and placed as the trace.
+Status FitSynthetic(std::vector<market::Trace>& traces, const SimArgs& a) {
+  for (size_t i = 0; i < traces.size(); ++i) {
+    market::Trace& t = traces[i];
+    auto model = market::FitSyntheticModel(t, {.min_count = std::max(1, a.nodes)});
+    if (!model.ok()) {
+      return InvalidArgumentError("--synthetic-fit: " + t.name + ": " + model.status().message());
+    }
+    model->capacity = std::max(1, *std::max_element(t.available.begin(), t.available.end()));
+    market::Trace s = market::GenerateSyntheticTrace(*model, t.ticks(), a.seed * 1000003 + i);
+    s.name = t.name;
+    s.source = "synthetic fit of " + t.name;
+    s.pool = t.pool;
+    t = std::move(s);
+  }
+  return Status::Ok();
+}
+
+// Loads --egress; a --checkpoint-gb without it is caught by the market's
+// validation only when the zones span regions.
+Status LoadEgress() {
+  MigrationFlags& m = Migration();
+  if (m.egress.empty()) return Status::Ok();
+  auto prices = fleet::LoadEgressCsv(m.egress);
+  if (!prices.ok()) {
+    return InvalidArgumentError("--egress " + m.egress + ": " + prices.status().message());
+  }
+  m.prices = std::move(prices).value();
+  return Status::Ok();
 }
 
 int Fail(const Status& s) {
@@ -290,9 +349,13 @@ int RunSim(const SimArgs& a) {
     }
     return kExitOk;
   }
+  if (Status e = LoadEgress(); !e.ok()) return Fail(e);
   auto traces = LoadSimMarket({.traces = a.traces, .prices = a.prices, .synthetic_seed = a.seed});
   if (!traces.ok()) return Fail(traces.status());
   if (traces->empty()) return Fail(InvalidArgumentError("no traces"));
+  if (Migration().synthetic_fit) {
+    if (Status f = FitSynthetic(*traces, a); !f.ok()) return Fail(f);
+  }
   if (a.action == "run") return RunOne(reg, *traces, a);
   if (a.protocol.empty()) {
     if (a.start_every > 0 || !a.svg.empty()) {

@@ -49,7 +49,8 @@ class SimCliTest : public ::testing::Test {
 TEST_F(SimCliTest, ListsPolicies) {
   ProcessResult r = Spot({"policies"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "fleet-up\nforecast-up\ngreedy\nhazard-up\nmdp\nod\nomniscient\nup\n");
+  EXPECT_EQ(r.out,
+            "fleet-up\nforecast-up\ngreedy\nhazard-up\nmdp\nmdp-zones\nod\nomniscient\nup\n");
 }
 
 // The hand-made trace of spot_sim_test's PreemptionCostsASecondChangeover,
