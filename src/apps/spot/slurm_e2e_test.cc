@@ -147,7 +147,8 @@ TEST_F(SlurmRunTest, APreemptedWorkerSavesLeavesAndIsReplacedWithNoStepLost) {
   const std::string stopped = "stopped by Terminated at step ";
   const size_t stop = victim_log.find(stopped);
   ASSERT_NE(stop, std::string::npos) << victim_log;
-  const int64_t saved_step = std::stoll(victim_log.substr(stop + stopped.size()));
+  const int64_t saved_step = LeadingInteger(victim_log.substr(stop + stopped.size()));
+  ASSERT_GE(saved_step, 0) << victim_log;
   EXPECT_EQ(victim_log.find("\nerror:"), std::string::npos) << victim_log;
   std::cout << "preempted " << victim << " on " << victim_node << " at step " << saved_step
             << " (bench/slurm_preemption_bench times the save against GraceTime)\n";
@@ -157,7 +158,7 @@ TEST_F(SlurmRunTest, APreemptedWorkerSavesLeavesAndIsReplacedWithNoStepLost) {
   std::ifstream steps_in(files.step_log());
   std::vector<int64_t> steps;
   for (std::string line; std::getline(steps_in, line);) {
-    if (!line.empty()) steps.push_back(std::stoll(line.substr(0, line.find(','))));
+    if (!line.empty()) steps.push_back(LeadingInteger(line));
   }
   ASSERT_EQ(steps.size(), static_cast<size_t>(spec.steps));
   for (size_t i = 0; i < steps.size(); ++i) {

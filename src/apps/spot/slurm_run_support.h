@@ -21,6 +21,7 @@
 
 #include "cloud/slurm_testing.h"
 #include "core/job_files.h"
+#include "core/number_text.h"
 #include "core/status.h"
 
 namespace spot::testing {
@@ -102,6 +103,14 @@ struct LoggedGeneration {
   int world = 0;
 };
 
+// The decimal integer `text` starts with (-1 when it starts with none).
+inline int64_t LeadingInteger(const std::string& text) {
+  size_t n = 0;
+  while (n < text.size() && n < 18 && text[n] >= '0' && text[n] <= '9') ++n;
+  Result<int64_t> v = ParseInteger(text.substr(0, n));
+  return v.ok() ? *v : -1;
+}
+
 inline LoggedGeneration LastGeneration(const std::filesystem::path& log) {
   std::ifstream in(log);
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -109,7 +118,8 @@ inline LoggedGeneration LastGeneration(const std::filesystem::path& log) {
   LoggedGeneration g;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), kLine);
        it != std::sregex_iterator(); ++it) {
-    g = {std::stoll((*it)[1]), std::stoi((*it)[2]), std::stoi((*it)[3])};
+    g = {LeadingInteger((*it)[1]), static_cast<int>(LeadingInteger((*it)[2])),
+         static_cast<int>(LeadingInteger((*it)[3]))};
   }
   return g;
 }
