@@ -101,6 +101,12 @@ Status Controller::Impl::ReplayDecisions() {
   SPOT_ASSIGN_OR_RETURN(std::vector<DecisionRecord> log, d.store->Decisions(id));
   int mismatches = 0;
   for (const DecisionRecord& r : log) {
+    // The market as it was at that tick: a live feed (a cloud's prices) knows
+    // only what it was asked for, and an unknown tick has no capacity.
+    if (Status st = d.feed->Advance(r.abs_tick); !st.ok()) {
+      spdlog::warn("job {}: market feed at replayed tick {}: {}", id, r.abs_tick, st.message());
+    }
+    ticks = d.feed->known_ticks();
     (void)model->Reclaim(r.abs_tick);
     if (r.abs_tick < ticks) {
       fleet::FleetModel again = *model;
@@ -225,7 +231,8 @@ Status Controller::Impl::PollProvider(double now) {
         }
         SPOT_RETURN_IF_ERROR(Event(e.sim_s, "exit", r.id, e.detail));
         if (d.on_instance_gone) d.on_instance_gone(r.id);
-        if (r.ended_s || notice >= 0 || (code == 0 && progress.done)) break;
+        if (r.ended_s || notice >= 0) break;
+        if (!spec.command.enabled() && code == 0 && progress.done) break;
         if (spec.command.enabled()) {
           SPOT_RETURN_IF_ERROR(ProgramExited(r, code, e));
           break;
@@ -388,6 +395,14 @@ Result<JobOutcome> Controller::Impl::Loop() {
       progress = p;
     }
     if (program_finished) progress.done = true;
+    // A command workload that reported its last step still runs what comes
+    // after (a final save, its last output): the job ends when the program
+    // exits, or controller.terminate_grace_s after the report (an exit is
+    // not seen on every provider), not at the report.
+    if (spec.command.enabled() && progress.done && !program_finished) {
+      if (done_reported_wall < 0) done_reported_wall = WallNow();
+      if (WallNow() - done_reported_wall < spec.controller.terminate_grace_s) progress.done = false;
+    }
     SPOT_RETURN_IF_ERROR(PollProvider(now));
     if (!program_failed.empty()) {
       SPOT_RETURN_IF_ERROR(Finish(JobState::kFailed, program_failed, now));

@@ -240,13 +240,15 @@ void Controller::Impl::CountProgramFailure(const std::string& what) {
 }
 
 // A command workload's program ended on its own (no notice, no termination of
-// ours). 0: the training finished (a program that never reports says so by
-// ending). A recover_on_exit_codes code: the instance is replaced and the
-// program resumes elsewhere, not counted against the restarts. Anything else
-// is a failure: replaced while job_recovery.max_restarts_on_errors allows,
-// the job's end after that.
+// ours). 0 (or an unknown code after its report of the last step): the
+// training finished (a program that never reports says so by ending). A recover_on_exit_codes code:
+// the instance is replaced and the program resumes elsewhere, not counted against the restarts.
+// Anything else is a failure: replaced while job_recovery.max_restarts_on_errors allows, the job's
+// end after that.
 Status Controller::Impl::ProgramExited(InstanceRecord& r, int code, const cloud::ProviderEvent& e) {
-  if (code == 0) {
+  // An exit whose code is unknown (a process adopted after a restart) after
+  // the program reported its last step is its end too.
+  if (code == 0 || (code < 0 && done_reported_wall >= 0)) {
     program_finished = true;
     progress.done = true;
     spdlog::info("instance {}: the program finished", r.id);

@@ -54,6 +54,10 @@ struct Controller::Impl {
   int failures_since_progress = 0;
   int64_t max_step_seen = 0;
   std::string last_failure;
+  // Wall time a command workload's program first reported its last step
+  // (-1: not yet); the job ends when the program exits, or
+  // controller.terminate_grace_s after this.
+  double done_reported_wall = -1;
   // The last error a worker itself wrote (its own words, e.g. the disk's
   // error), kept when later failures say less (unreachable, launch refused).
   std::string last_worker_error;

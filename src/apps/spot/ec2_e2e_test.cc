@@ -155,68 +155,110 @@ class Ec2RunTest : public E2eTest {
     booted_[ec2_id] = std::move(b);
   }
 
+  // Moto as EC2, its images, the namespace standing in for the instances,
+  // and a job file of `steps` steps on one always-available zone. The test
+  // is skipped (loudly) without root or moto; check Ready() after it.
+  void SetUpCloud(const std::string& name, int steps) {
+    if (geteuid() != 0) GTEST_SKIP() << "SKIPPED: creating a network namespace needs root";
+    const fs::path venv = aws::VenvDir(SPOT_SOURCE_DIR);
+    if (std::string why = aws::MotoSkipReason(venv); !why.empty()) {
+      GTEST_SKIP() << "SKIPPED: no EC2 server (moto): " << why;
+    }
+    auto moto = aws::MotoServer::Start({.venv = venv, .log_path = dir_ / "moto.log"});
+    ASSERT_TRUE(moto.ok()) << moto.status().ToString();
+    moto_ = std::move(moto).value();
+    config_ = moto_->Config();
+    ec2_ = std::make_unique<cloud::Ec2Client>(
+        config_, cloud::Ec2RetryOptions{
+                     .max_attempts = 2, .initial_backoff_s = 0.01, .max_backoff_s = 0.02});
+    auto images = ec2_->Call("DescribeImages", {});
+    ASSERT_TRUE(images.ok()) << images.status().ToString();
+    const std::vector<std::string> amis = aws::XmlTexts(*images, "item", "imageId");
+    ASSERT_FALSE(amis.empty());
+    ns_ = std::make_unique<NetNamespace>(dir_);
+    ASSERT_TRUE(ns_->ok()) << ns_->log();
+
+    // One zone moto offers m5.large in, always available; prices from EC2.
+    json trace = {{"metadata", {{"gap_seconds", 60}}}, {"data", std::vector<int>(400, 1)}};
+    std::ofstream(dir_ / "us-east-1a_m5.large.json") << trace.dump();
+    job_dir_ = dir_ / name;
+    const std::string yaml = fmt::format(
+        "name: {name}\npolicy: greedy\ncompute_hours: 0.3\ndeadline_hours: 3\n"
+        "provider:\n  name: ec2\n  image_id: {ami}\n  region: us-east-1\n  poll_interval_s: 30\n"
+        "resources:\n  instance_type: m5.large\n  region: us-east-1\n  nodes: 1\n  min_nodes: 1\n"
+        "  ondemand_price: 0.096\n  changeover_hours: 0.02\n"
+        "market:\n  traces:\n    - {trace}\n  time_compression: 60\n  notice_seconds: 120\n"
+        "controller:\n  reconcile_interval_s: 0.05\n  terminate_grace_s: 1\n"
+        "  advertise_host: {host}\n"
+        "train:\n  model: mlp\n  dataset:\n    path: {data}\n    train_limit: 12000\n"
+        "  batch_size: 32\n  steps: {steps}\n  seed: 7\n  threads: 1\n"
+        "  optimizer:\n    type: adam\n    lr: 0.002\n"
+        "  checkpoint:\n    interval: steps\n    interval_steps: 50\n    durable_dir: {durable}\n"
+        "  distributed:\n    collective_timeout_s: 3\n  output_dir: {out}\n",
+        fmt::arg("name", name), fmt::arg("ami", amis.front()),
+        fmt::arg("trace", (dir_ / "us-east-1a_m5.large.json").string()),
+        fmt::arg("host", ns_->host_ip()), fmt::arg("data", kDataset),
+        fmt::arg("durable", (dir_ / "durable").string()), fmt::arg("out", job_dir_.string()),
+        fmt::arg("steps", steps));
+    job_ = WriteJob(name, yaml);
+  }
+  bool Ready() const { return !IsSkipped() && !HasFatalFailure() && ec2_ && ns_; }
+
+  // `spot run` of the job with moto as EC2 and its credentials: only the
+  // controller gets them (the instances' scripts are started without them).
+  std::unique_ptr<ChildProcess> StartController(const std::string& log_name) {
+    const std::pair<const char*, std::string> env[] = {
+        {"AWS_ENDPOINT_URL", config_.endpoint},
+        {"AWS_REGION", config_.region},
+        {"AWS_ACCESS_KEY_ID", config_.credentials.access_key_id},
+        {"AWS_SECRET_ACCESS_KEY", config_.credentials.secret_access_key}};
+    for (const auto& [k, v] : env) ::setenv(k, v.c_str(), 1);
+    auto controller = std::make_unique<ChildProcess>(
+        std::vector<std::string>{SPOT_BIN, "run", job_.string()}, (dir_ / log_name).string());
+    for (const auto& [k, v] : env) ::unsetenv(k);
+    return controller;
+  }
+
+  // Boots every instance of the job running in EC2 that is not booted yet.
+  void BootNew(const std::string& job) {
+    for (const auto& [ec2_id, our_id] : Running(*ec2_, job)) {
+      if (!booted_.count(ec2_id)) Boot(*ec2_, *ns_, ec2_id, our_id);
+    }
+  }
+
+  // No credential in any log or record of the job, nor in what the test kept.
+  void ExpectNoSecretAnywhere(const ProcessResult& r) {
+    const std::string& secret = config_.credentials.secret_access_key;
+    EXPECT_EQ(r.out.find(secret), std::string::npos);
+    EXPECT_EQ(r.err.find(secret), std::string::npos);
+    for (const auto& e : fs::recursive_directory_iterator(dir_)) {
+      // The server's own log and key files are the test's, not the job's.
+      if (!e.is_regular_file() || e.path().filename().string().starts_with("moto.log")) continue;
+      EXPECT_EQ(ReadText(e.path()).find(secret), std::string::npos) << e.path();
+    }
+  }
+
+  std::unique_ptr<aws::MotoServer> moto_;
+  aws::AwsConfig config_;
+  std::unique_ptr<cloud::Ec2Client> ec2_;
+  std::unique_ptr<NetNamespace> ns_;
+  fs::path job_dir_, job_;
   std::map<std::string, Booted> booted_;
 };
 
 TEST_F(Ec2RunTest, BootstrapRunsInANamespaceTrainsAndAReplacementResumes) {
-  if (geteuid() != 0) GTEST_SKIP() << "SKIPPED: creating a network namespace needs root";
-  const fs::path venv = aws::VenvDir(SPOT_SOURCE_DIR);
-  if (std::string why = aws::MotoSkipReason(venv); !why.empty()) {
-    GTEST_SKIP() << "SKIPPED: no EC2 server (moto): " << why;
-  }
-  auto moto = aws::MotoServer::Start({.venv = venv, .log_path = dir_ / "moto.log"});
-  ASSERT_TRUE(moto.ok()) << moto.status().ToString();
-  const aws::AwsConfig c = (*moto)->Config();
-  cloud::Ec2Client ec2(c, {.max_attempts = 2, .initial_backoff_s = 0.01, .max_backoff_s = 0.02});
-  auto images = ec2.Call("DescribeImages", {});
-  ASSERT_TRUE(images.ok()) << images.status().ToString();
-  const std::vector<std::string> amis = aws::XmlTexts(*images, "item", "imageId");
-  ASSERT_FALSE(amis.empty());
-
-  NetNamespace ns(dir_);
-  ASSERT_TRUE(ns.ok()) << ns.log();
-
-  // One zone moto offers m5.large in, always available; prices from EC2.
-  json trace = {{"metadata", {{"gap_seconds", 60}}}, {"data", std::vector<int>(400, 1)}};
-  std::ofstream(dir_ / "us-east-1a_m5.large.json") << trace.dump();
   const std::string name = "ec2";
-  const fs::path job_dir = dir_ / name;
-  const std::string yaml = fmt::format(
-      "name: {name}\npolicy: greedy\ncompute_hours: 0.3\ndeadline_hours: 3\n"
-      "provider:\n  name: ec2\n  image_id: {ami}\n  region: us-east-1\n  poll_interval_s: 30\n"
-      "resources:\n  instance_type: m5.large\n  region: us-east-1\n  nodes: 1\n  min_nodes: 1\n"
-      "  ondemand_price: 0.096\n  changeover_hours: 0.02\n"
-      "market:\n  traces:\n    - {trace}\n  time_compression: 60\n  notice_seconds: 120\n"
-      "controller:\n  reconcile_interval_s: 0.05\n  terminate_grace_s: 1\n"
-      "  advertise_host: {host}\n"
-      "train:\n  model: mlp\n  dataset:\n    path: {data}\n    train_limit: 12000\n"
-      "  batch_size: 32\n  steps: 3000\n  seed: 7\n  threads: 1\n"
-      "  optimizer:\n    type: adam\n    lr: 0.002\n"
-      "  checkpoint:\n    interval: steps\n    interval_steps: 50\n    durable_dir: {durable}\n"
-      "  distributed:\n    collective_timeout_s: 3\n  output_dir: {out}\n",
-      fmt::arg("name", name), fmt::arg("ami", amis.front()),
-      fmt::arg("trace", (dir_ / "us-east-1a_m5.large.json").string()),
-      fmt::arg("host", ns.host_ip()), fmt::arg("data", kDataset),
-      fmt::arg("durable", (dir_ / "durable").string()), fmt::arg("out", job_dir.string()));
-  const fs::path job = WriteJob(name, yaml);
-
-  // The controller's environment: moto as EC2, its credentials. Only the
-  // controller gets them (the workers are started without them below).
-  const std::pair<const char*, std::string> env[] = {
-      {"AWS_ENDPOINT_URL", c.endpoint},
-      {"AWS_REGION", c.region},
-      {"AWS_ACCESS_KEY_ID", c.credentials.access_key_id},
-      {"AWS_SECRET_ACCESS_KEY", c.credentials.secret_access_key}};
-  for (const auto& [k, v] : env) ::setenv(k, v.c_str(), 1);
-  ChildProcess controller({SPOT_BIN, "run", job.string()}, (dir_ / "run").string());
-  for (const auto& [k, v] : env) ::unsetenv(k);
+  SetUpCloud(name, 3000);
+  if (!Ready()) return;
+  cloud::Ec2Client& ec2 = *ec2_;
+  const fs::path& job_dir = job_dir_;
+  std::unique_ptr<ChildProcess> running = StartController("run");
+  ChildProcess& controller = *running;
 
   const fs::path step_log = JobFiles{job_dir.string()}.step_log();
   std::string reclaimed;  // the ec2 id taken behind the controller's back
   for (int i = 0; i < 6000 && controller.Running(); ++i) {  // 10 minutes at most
-    for (const auto& [ec2_id, our_id] : Running(ec2, name)) {
-      if (!booted_.count(ec2_id)) Boot(ec2, ns, ec2_id, our_id);
-    }
+    BootNew(name);
     if (reclaimed.empty() && booted_.size() == 1 && LastLoggedStep(step_log) >= 200) {
       reclaimed = booted_.begin()->first;
       auto t = ec2.Call("TerminateInstances", {{"InstanceId.1", reclaimed}});
@@ -257,7 +299,7 @@ TEST_F(Ec2RunTest, BootstrapRunsInANamespaceTrainsAndAReplacementResumes) {
   // Two instances booted from their user data: the first, then the
   // replacement, each told the rendezvous at the namespace link's host end.
   ASSERT_GE(booted_.size(), 2u);
-  const std::string rendezvous = "export SPOT_RENDEZVOUS='tcp://" + ns.host_ip() + ":";
+  const std::string rendezvous = "export SPOT_RENDEZVOUS='tcp://" + ns_->host_ip() + ":";
   int resumed = 0;
   for (const auto& [ec2_id, b] : booted_) {
     EXPECT_NE(b.script.find(rendezvous), std::string::npos) << b.script;
@@ -268,15 +310,47 @@ TEST_F(Ec2RunTest, BootstrapRunsInANamespaceTrainsAndAReplacementResumes) {
   }
   EXPECT_GE(resumed, 1) << "no replacement resumed from the durable tier";
 
-  // No credential in any log or record of the job, nor in what the test kept.
-  const std::string& secret = c.credentials.secret_access_key;
-  EXPECT_EQ(r.out.find(secret), std::string::npos);
-  EXPECT_EQ(r.err.find(secret), std::string::npos);
-  for (const auto& e : fs::recursive_directory_iterator(dir_)) {
-    // The server's own log and key files are the test's, not the job's.
-    if (!e.is_regular_file() || e.path().filename().string().starts_with("moto.log")) continue;
-    EXPECT_EQ(ReadText(e.path()).find(secret), std::string::npos) << e.path();
+  ExpectNoSecretAnywhere(r);
+}
+
+// A controller SIGKILLed mid-job: the EC2 instance (and the rendezvous) run
+// on; `spot run` again adopts the instance it finds by its tags, launches
+// nothing, and the job finishes on the same instance.
+TEST_F(Ec2RunTest, AKilledControllerAdoptsItsInstanceAndFinishes) {
+  const std::string name = "ec2adopt";
+  SetUpCloud(name, 1500);
+  if (!Ready()) return;
+  const fs::path step_log = JobFiles{job_dir_.string()}.step_log();
+  {
+    std::unique_ptr<ChildProcess> first = StartController("first");
+    for (int i = 0; i < 3000 && first->Running() && LastLoggedStep(step_log) < 200; ++i) {
+      BootNew(name);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_GE(LastLoggedStep(step_log), 200) << "the job did not get going";
+    first->Kill(SIGKILL);
+    first->Wait(10);
   }
+  ASSERT_EQ(booted_.size(), 1u);
+  const std::string ec2_id = booted_.begin()->first;
+  EXPECT_EQ(Running(*ec2_, name).count(ec2_id), 1u) << "the instance should outlive its controller";
+  std::unique_ptr<ChildProcess> second = StartController("second");
+  for (int i = 0; i < 6000 && second->Running(); ++i) {
+    BootNew(name);  // a launch would show here
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ProcessResult r = second->Wait(60);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::ifstream summary_in(job_dir_ / "run-summary.json");
+  json s = json::parse(summary_in);
+  EXPECT_EQ(s["state"], "SUCCEEDED") << s.dump();
+  EXPECT_TRUE(s["resumed"].get<bool>()) << s.dump();
+  EXPECT_EQ(s["launches"].get<int>(), 0) << "the second controller launched instead of adopting";
+  EXPECT_EQ(booted_.size(), 1u) << "a second instance was launched";
+  EXPECT_EQ(ReadText(booted_.at(ec2_id).log).find("resuming from checkpoint"), std::string::npos)
+      << "the adopted worker should have trained on without a restart";
+  EXPECT_EQ(Running(*ec2_, name).count(ec2_id), 0u) << "the instance was not given back";
+  ExpectNoSecretAnywhere(r);
 }
 
 }  // namespace

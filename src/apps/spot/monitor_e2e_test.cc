@@ -15,6 +15,7 @@
 
 #include "apps/spot/e2e_support.h"
 #include "core/net.h"
+#include "core/number_text.h"
 #include "monitor/metrics.h"
 #include "monitor/tensorboard.h"
 #include "monitor/webdriver.h"
@@ -172,11 +173,21 @@ TEST_F(MonitorTest, PrometheusChromiumTensorBoardAndReportFollowARealJob) {
   const std::string controller_text = HttpGet(api, "/metrics");
   EXPECT_EQ(Shell("/usr/bin/promtool check metrics", controller_text, &out, dir_), 0) << out;
   EXPECT_EQ(out, "");
-  json targets = json::parse(HttpGet(api, "/api/v1/targets"));
-  ASSERT_FALSE(targets.empty());
-  const std::string worker_addr = targets[0]["targets"][0];
-  const int worker_port = std::stoi(worker_addr.substr(worker_addr.rfind(':') + 1));
-  const std::string worker_text = HttpGet(worker_port, "/metrics");
+  // A worker that has taken a step (one just launched after a reclaim has
+  // no step histogram yet).
+  std::string worker_text;
+  EXPECT_TRUE(WaitUntil(20, [&] {
+    json targets = json::parse(HttpGet(api, "/api/v1/targets"), nullptr, false);
+    if (!targets.is_array()) return false;
+    for (const json& t : targets) {
+      const std::string addr = t["targets"][0];
+      Result<int64_t> port = ParseInteger(addr.substr(addr.rfind(':') + 1));
+      if (!port.ok()) continue;
+      worker_text = HttpGet(static_cast<int>(*port), "/metrics");
+      if (worker_text.find("spot_train_step_seconds_bucket") != std::string::npos) return true;
+    }
+    return false;
+  })) << "no worker's /metrics has a step histogram";
   ASSERT_NE(worker_text.find("spot_train_step_seconds_bucket"), std::string::npos);
   EXPECT_EQ(Shell("/usr/bin/promtool check metrics", worker_text, &out, dir_), 0) << out;
   EXPECT_EQ(out, "");

@@ -379,7 +379,7 @@ TEST_F(RunTest, BadJobFilesAreRefused) {
       {"budget_usd: -1\n", "", "budget_usd"},
       {"policy: omniscient\n", "", "needs to know the future"},
       {"policy: {name: hazard-up, min_runs: 0}\n", "", "policy.min_runs: must be >= 1"},
-      {"provider: ec9\n", "", "unknown provider 'ec9' (known: local)"},
+      {"provider: ec9\n", "", "unknown provider 'ec9' (known: ec2, local, slurm)"},
       {"", "  start_tick: 100000\n", "start_tick"},
       {"", "  time_compression: 0\n", "market.time_compression"},
       {"", "  metadata: ibm\n", "market.metadata"},
