@@ -1,7 +1,7 @@
 // The Provider interface: how the controller obtains and gives back instances,
 // and learns what the cloud did to them. The local provider implements it with
-// processes on this machine; cloud providers (AWS, Kubernetes) will implement
-// the same calls.
+// processes on this machine, the EC2 provider with EC2 instances and the
+// Slurm provider with Slurm jobs (providers.md).
 //
 // Time is the job's simulated clock (seconds since the job's start): the
 // controller passes `now_s` so a provider never reads a clock of its own and
