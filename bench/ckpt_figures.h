@@ -73,6 +73,9 @@ struct CodecRow {
 };
 
 // 5. Restore time.
+// The raw threshold of the "stored raw" full version (CodecPlan::raw_below_saving).
+inline constexpr double kRawFullBelowSaving = 0.25;
+
 struct RestoreFigures {
   std::vector<double> full_s, delta_s, torch_s;
   std::vector<double> full_load_s, delta_load_s;  // of which LoadNewestValid
@@ -84,6 +87,11 @@ struct RestoreFigures {
   // RestoreTrainState.
   std::vector<double> full_direct_s, full_serial_s, chain_s;
   std::vector<double> full_direct_load_s, full_serial_load_s, chain_load_s;  // of which the decode
+  // The full state saved with every chunk that saves less than
+  // kRawFullBelowSaving stored as is, restored into the model.
+  std::vector<double> raw_full_placed_s, raw_full_placed_load_s;
+  uint64_t raw_full_file_bytes = 0;
+  int raw_full_raw_chunks = 0, raw_full_chunks = 0;
   int delta_depth = 0;
   uint64_t full_file_bytes = 0;
   // What writing them cost (AsyncSaver's writer thread): the full version and

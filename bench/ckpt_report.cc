@@ -275,6 +275,10 @@ std::string RestoreSection(const std::vector<SubjectFigures>& all, const CkptBen
     row("full version (LoadNewestValid + RestoreTrainState)", r.full_s, r.full_load_s);
     row("full version, into the model (LoadNewestValid + TensorPlacement + RestoreTrainState)",
         r.full_placed_s, r.full_placed_load_s);
+    row(fmt::format("full version, chunks saving < {:.0f}% stored raw ({} of {}), into the model "
+                    "(LoadNewestValid + TensorPlacement + RestoreTrainState)",
+                    kRawFullBelowSaving * 100, r.raw_full_raw_chunks, r.raw_full_chunks),
+        r.raw_full_placed_s, r.raw_full_placed_load_s);
     row("full version (ReadAll + RestoreTrainState)", r.full_direct_s, r.full_direct_load_s);
     row("full version on one thread (ReadAll(threads 1) + RestoreTrainState)", r.full_serial_s,
         r.full_serial_load_s);
@@ -289,16 +293,20 @@ std::string RestoreSection(const std::vector<SubjectFigures>& all, const CkptBen
         r.chain_s, r.chain_load_s);
     row("torch::load (model + optimizer)", r.torch_s, {});
     raw += fmt::format(
-        "- {}: full {}, full into the model {}, full by ReadAll {}, full on one thread {}, delta "
-        "{}, delta into the model {}, delta in one pass {}, torch::load {} (ms)\n",
+        "- {}: full {}, full into the model {}, full stored raw into the model {}, full by "
+        "ReadAll {}, full on one thread {}, delta {}, delta into the model {}, delta in one pass "
+        "{}, torch::load {} (ms)\n",
         f.key, FormatList(Scaled(r.full_s, 1e3), 1), FormatList(Scaled(r.full_placed_s, 1e3), 1),
+        FormatList(Scaled(r.raw_full_placed_s, 1e3), 1),
         FormatList(Scaled(r.full_direct_s, 1e3), 1), FormatList(Scaled(r.full_serial_s, 1e3), 1),
         FormatList(Scaled(r.delta_s, 1e3), 1), FormatList(Scaled(r.delta_placed_s, 1e3), 1),
         FormatList(Scaled(r.chain_s, 1e3), 1), FormatList(Scaled(r.torch_s, 1e3), 1));
-    writes += fmt::format("- {}: full version {:.0f} ms, {} MB; deltas {} ms, the newest {} MB\n",
-                          f.key, r.full_write_s * 1e3, Mb(static_cast<double>(r.full_file_bytes)),
-                          FormatList(Scaled(r.delta_write_s, 1e3), 0),
-                          Mb(static_cast<double>(r.delta_file_bytes)));
+    writes += fmt::format(
+        "- {}: full version {:.0f} ms, {} MB; deltas {} ms, the newest {} MB; the full version "
+        "with chunks saving < {:.0f}% stored raw {} MB\n",
+        f.key, r.full_write_s * 1e3, Mb(static_cast<double>(r.full_file_bytes)),
+        FormatList(Scaled(r.delta_write_s, 1e3), 0), Mb(static_cast<double>(r.delta_file_bytes)),
+        kRawFullBelowSaving * 100, Mb(static_cast<double>(r.raw_full_file_bytes)));
   }
   return fmt::format(
       "### 5. Restore time\n\n"
@@ -310,18 +318,22 @@ std::string RestoreSection(const std::vector<SubjectFigures>& all, const CkptBen
       "step "
       "apart: a full version, then {} deltas; the full one is restored with "
       "LoadNewestValid(before_step = its step + 1), the newest with LoadNewestValid(), which "
-      "decodes the whole chain (the store also checks each file's whole-file checksum, beside "
-      "the decode); \"into the model\" rows pass LoadNewestValid a TensorPlacement of the "
-      "model's parameters and buffers, so those records decode straight into the tensors (the "
-      "Adam state's records become the optimizer's tensors without a copy in every row). The rows "
-      "through CheckpointFile decode the same files directly (opened "
+      "decodes the whole chain (each chunk's checksum checked, each decoded record's, and each "
+      "file's index against the checksum its manifest binds; no whole-file pass); \"into the "
+      "model\" rows pass LoadNewestValid a TensorPlacement of the model's parameters and "
+      "buffers, so those records decode straight into the tensors (the Adam state's records "
+      "become the optimizer's tensors without a copy in every row). Versions are written with "
+      "the default plan (planes-zstd, sub-delta; a chunk is stored raw when its codec saves less "
+      "than 5%), except the \"stored raw\" row: the same full state saved (Save) with "
+      "CodecPlan::raw_below_saving = {:.2f}, its raw chunks read straight into the tensors and "
+      "hashed once. The rows through CheckpointFile decode the same files directly (opened "
       "once, untimed): the full one with ReadAll, on every core and on one thread, and the "
       "chain with ReadChain, each chunk through all its versions while in cache. Decoding "
       "runs on one thread per core unless said. torch::load reads files torch::save wrote of the "
       "same state. All files were just written (page cache). \"vs torch::load\" < 1 means "
       "ours is faster.\n\n{}\nAll reps:\n{}\nWriting them (AsyncSaver's writer thread: "
       "encode, write, fsync, retention):\n{}",
-      o.restores, kRestoreChainDepth, t.ToMarkdown(), raw, writes);
+      o.restores, kRestoreChainDepth, kRawFullBelowSaving, t.ToMarkdown(), raw, writes);
 }
 
 }  // namespace

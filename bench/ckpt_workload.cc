@@ -393,6 +393,9 @@ Result<RestoreFigures> MeasureRestore(Subject& s, const CkptBenchOptions& o, con
   // chain depth 3 (kept as deltas whatever they save).
   SPOT_ASSIGN_OR_RETURN(std::unique_ptr<ckpt::CheckpointStore> store,
                         ckpt::CheckpointStore::Open({.dir = dir + "/ours"}));
+  // The full state again, its chunks stored as is where they save little.
+  SPOT_ASSIGN_OR_RETURN(std::unique_ptr<ckpt::CheckpointStore> raw_store,
+                        ckpt::CheckpointStore::Open({.dir = dir + "/raw"}));
   Fingerprint full_print;
   int64_t full_step = 0;
   std::vector<int64_t> ids;
@@ -410,6 +413,22 @@ Result<RestoreFigures> MeasureRestore(Subject& s, const CkptBenchOptions& o, con
       if (v == 0) {
         full_step = s.counters.step;
         SPOT_ASSIGN_OR_RETURN(full_print, TakeFingerprint(s, scratch));
+        ckpt::Container raw;
+        SPOT_RETURN_IF_ERROR(s.Capture(&raw));
+        ckpt::SaveRequest req{.step = full_step};
+        req.plan.raw_below_saving = kRawFullBelowSaving;
+        SPOT_ASSIGN_OR_RETURN(ckpt::VersionInfo rv, raw_store->Save(raw, req));
+        f.raw_full_file_bytes = rv.file_bytes;
+        SPOT_ASSIGN_OR_RETURN(
+            ckpt::CheckpointFile rf,
+            ckpt::CheckpointFile::Open(raw_store->tier(ckpt::Tier::kLocal),
+                                       ckpt::CheckpointStore::DataFileName(rv.id)));
+        for (const ckpt::RecordEntry& e : rf.records()) {
+          for (size_t k = 0; k < e.chunks.size(); ++k) {
+            ++f.raw_full_chunks;
+            if (rf.StoredRaw(e, k)) ++f.raw_full_raw_chunks;
+          }
+        }
       }
     }
     for (const ckpt::SaveReport& r : saver.TakeCompleted()) {
@@ -463,12 +482,13 @@ Result<RestoreFigures> MeasureRestore(Subject& s, const CkptBenchOptions& o, con
   // LoadNewestValid(before_step, place) + restore, timed; checked against `want`.
   auto timed_load = [&](int64_t before_step, const ckpt::RecordPlacement* place,
                         const Fingerprint& want, const char* what, std::vector<double>& load_s,
-                        std::vector<double>& total_s) -> Status {
+                        std::vector<double>& total_s,
+                        const ckpt::CheckpointStore* from = nullptr) -> Status {
     s.Scramble();
     const auto t0 = Clock::now();
     {
       SPOT_ASSIGN_OR_RETURN(ckpt::CheckpointStore::Loaded l,
-                            store->LoadNewestValid(before_step, place));
+                            (from ? from : store.get())->LoadNewestValid(before_step, place));
       load_s.push_back(Since(t0));
       SPOT_RETURN_IF_ERROR(s.Restore(l.container));
     }
@@ -483,6 +503,10 @@ Result<RestoreFigures> MeasureRestore(Subject& s, const CkptBenchOptions& o, con
     SPOT_RETURN_IF_ERROR(timed_load(std::numeric_limits<int64_t>::max(), into_model.place(),
                                     delta_print, "restoring the delta version into the model",
                                     f.delta_placed_load_s, f.delta_placed_s));
+    SPOT_RETURN_IF_ERROR(timed_load(std::numeric_limits<int64_t>::max(), into_model.place(),
+                                    full_print, "restoring the raw full version into the model",
+                                    f.raw_full_placed_load_s, f.raw_full_placed_s,
+                                    raw_store.get()));
     s.Scramble();
     auto t0 = Clock::now();
     // The newest version before the first delta: the full one.

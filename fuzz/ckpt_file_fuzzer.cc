@@ -69,7 +69,9 @@ bool Reseal(std::string& file) {
       pos += 8;
     }
   }
-  Set(file, footer + 16, Checksum(std::string_view(file).substr(index_offset, index_bytes)));
+  Set(file, footer + 16,
+      IndexChecksum(std::string_view(file).substr(0, kHeaderBytes),
+                    std::string_view(file).substr(index_offset, index_bytes)));
   return true;
 }
 

@@ -124,6 +124,14 @@ bool Q8CanEncode(DType t, std::string_view raw, std::string_view base) {
   }
 }
 
+// Whether a chunk of `raw` bytes whose codec stored it in `encoded` bytes is
+// better stored as is. Always when the codec saved nothing: in format 3 a
+// chunk stored at its raw size is a raw chunk, so no codec's output may be.
+bool StoreRaw(size_t encoded, size_t raw, double raw_below_saving) {
+  if (encoded >= raw) return true;
+  return static_cast<double>(raw - encoded) < raw_below_saving * static_cast<double>(raw);
+}
+
 Codec DeltaCodecFor(const Record& r, std::string_view base, const CodecPlan& plan) {
   if (plan.delta != Codec::kQ8Delta) return plan.delta;
   if (!SupportsQ8(r.dtype)) return plan.lossless_delta;
@@ -133,6 +141,18 @@ Codec DeltaCodecFor(const Record& r, std::string_view base, const CodecPlan& pla
 }
 
 }  // namespace
+
+uint64_t IndexChecksum(std::string_view header, std::string_view index) {
+  uint32_t version = 0;
+  if (header.size() >= 12) std::memcpy(&version, header.data() + 8, 4);
+  if (version < 3) return Checksum(index);
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> st(XXH3_createState(), &XXH3_freeState);
+  if (!st) throw std::bad_alloc();
+  XXH3_64bits_reset(st.get());
+  XXH3_64bits_update(st.get(), header.data(), header.size());
+  XXH3_64bits_update(st.get(), index.data(), index.size());
+  return XXH3_64bits_digest(st.get());
+}
 
 uint64_t RecordEntry::stored_bytes() const {
   uint64_t n = 0;
@@ -149,6 +169,10 @@ Result<WrittenFile> WriteCheckpointFile(Container& c, const CodecPlan& plan, Con
   if (!IsDelta(plan.delta)) return InvalidArgumentError("the delta codec must be a delta codec");
   if (!IsDelta(plan.lossless_delta) || plan.lossless_delta == Codec::kQ8Delta) {
     return InvalidArgumentError("the lossless delta codec must be xor-delta or sub-delta");
+  }
+  if (!(plan.raw_below_saving >= 0 && plan.raw_below_saving < 1)) {
+    return InvalidArgumentError(
+        fmt::format("raw_below_saving {} is not in [0, 1)", plan.raw_below_saving));
   }
   const bool delta_version = base_id >= 0 && !reference->empty();
   HashingWriter w(out);
@@ -192,6 +216,12 @@ Result<WrittenFile> WriteCheckpointFile(Container& c, const CodecPlan& plan, Con
       std::span<char> base(ref_storage.data() + pos, n);
       Status st = codec.Encode(e.codec, r.dtype, raw, base, &stored);
       if (!st.ok()) return st.WithContext("record " + r.name);
+      if (StoreRaw(stored.size(), n, plan.raw_below_saving)) {
+        // Stored as is: a reader's copy is the decoded bytes, with no decode.
+        stored.assign(raw.data(), n);
+        if (e.codec == Codec::kQ8Delta) std::memcpy(base.data(), raw.data(), n);
+        ++f.raw_chunks;
+      }
       e.chunks.push_back({w.offset(), stored.size(), Checksum(stored)});
       SPOT_RETURN_IF_ERROR(w.Append(stored));
     }
@@ -230,10 +260,11 @@ Result<WrittenFile> WriteCheckpointFile(Container& c, const CodecPlan& plan, Con
       Put<uint64_t>(&index, ch.checksum);
     }
   }
+  f.index_checksum = IndexChecksum(header, index);
   std::string footer;
   Put<uint64_t>(&footer, w.offset());
   Put<uint64_t>(&footer, index.size());
-  Put<uint64_t>(&footer, Checksum(index));
+  Put<uint64_t>(&footer, f.index_checksum);
   footer.append(kFooterMagic);
   SPOT_RETURN_IF_ERROR(w.Append(index));
   SPOT_RETURN_IF_ERROR(w.Append(footer));
@@ -268,10 +299,11 @@ Result<CheckpointFile> CheckpointFile::Open(const BlobStore& store, const std::s
   uint32_t version, flags;
   std::memcpy(&version, header + 8, 4);
   std::memcpy(&flags, header + 12, 4);
-  if (version != kFormatVersion) {
-    return fail(fmt::format("format version {} is not supported (this build reads {})", version,
-                            kFormatVersion));
+  if (version < kOldestFormatVersion || version > kFormatVersion) {
+    return fail(fmt::format("format version {} is not supported (this build reads {} to {})",
+                            version, kOldestFormatVersion, kFormatVersion));
   }
+  f.version_ = version;
   if (flags != 0) return fail(fmt::format("unknown flags {:#x}", flags));
   if (std::string_view(footer + 24, 8) != kFooterMagic) {
     return fail("truncated or damaged: footer magic missing");
@@ -287,10 +319,11 @@ Result<CheckpointFile> CheckpointFile::Open(const BlobStore& store, const std::s
   }
   std::string index(index_bytes, '\0');
   SPOT_RETURN_IF_ERROR(store.ReadInto(name, index_offset, std::span<char>(index)));
-  if (Checksum(index) != index_sum) {
+  if (const uint64_t got = IndexChecksum({header, kHeaderBytes}, index); got != index_sum) {
     return fail(fmt::format("index checksum mismatch: footer says {:016x}, bytes give {:016x}",
-                            index_sum, Checksum(index)));
+                            index_sum, got));
   }
+  f.index_checksum_ = index_sum;
   Status st = f.Parse(index);
   if (!st.ok()) return fail(st.message());
   // The chunks must tile [header, index) exactly: no byte is left unchecked.
@@ -379,7 +412,7 @@ Status CheckpointFile::Parse(std::string_view index) {
       // allocates for a file that lies about its records.
       uint64_t n = std::min<uint64_t>(chunk_bytes_, e.raw_bytes - k * uint64_t{chunk_bytes_});
       if ((e.codec == Codec::kRaw && c.stored_bytes != n) ||
-          n > (c.stored_bytes + 1) * kMaxExpansion) {
+          (version_ >= 3 && c.stored_bytes > n) || n > (c.stored_bytes + 1) * kMaxExpansion) {
         return DataLossError(fmt::format("record '{}': chunk {} size {} cannot hold {} bytes",
                                          e.name, k, c.stored_bytes, n));
       }
@@ -391,6 +424,13 @@ Status CheckpointFile::Parse(std::string_view index) {
   }
   if (!rd.done()) return DataLossError("index has bytes after its last record");
   return Status::Ok();
+}
+
+bool CheckpointFile::StoredRaw(const RecordEntry& e, size_t k) const {
+  if (e.codec == Codec::kRaw) return true;
+  if (version_ < 3) return false;
+  const uint64_t pos = k * uint64_t{chunk_bytes_};
+  return e.chunks[k].stored_bytes == std::min<uint64_t>(chunk_bytes_, e.raw_bytes - pos);
 }
 
 Status CheckpointFile::ReadRecord(size_t i, std::span<char> dst, ChunkCodec& codec) const {
@@ -408,6 +448,10 @@ Status CheckpointFile::ReadRecord(size_t i, std::span<char> dst, ChunkCodec& cod
     }
     uint64_t pos = k * uint64_t{chunk_bytes_};
     size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_bytes_, e.raw_bytes - pos));
+    if (StoredRaw(e, k)) {  // Parse checked its size
+      std::memcpy(dst.data() + pos, chunk_buf_.data(), n);
+      continue;
+    }
     Status st = codec.Decode(e.codec, e.dtype, chunk_buf_, dst.subspan(pos, n));
     if (!st.ok()) return fail(fmt::format("chunk {}: {}", k, st.message()));
   }
@@ -620,12 +664,11 @@ class ChainReader {
     const uint64_t pos = k * uint64_t{f.chunk_bytes_};
     const size_t n = static_cast<size_t>(std::min<uint64_t>(f.chunk_bytes_, e.raw_bytes - pos));
     std::span<char> out = dst.subspan(pos, n);
-    if (e.codec == Codec::kRaw) {  // stored as is (Parse checked its size): straight in
-      SPOT_RETURN_IF_ERROR(f.store_->ReadInto(f.name_, c.offset, out));
-      if (Checksum({out.data(), out.size()}) != c.checksum) {
-        return fail(fmt::format("chunk {} checksum mismatch", k));
-      }
-      return Status::Ok();
+    if (f.StoredRaw(e, k)) {
+      // Stored as is (Parse checked its size): read straight into place, and
+      // hashed once, by the record's checksum the caller takes of the decoded
+      // bytes (they are the stored ones; no codec reads them before that).
+      return f.store_->ReadInto(f.name_, c.offset, out);
     }
     if (buf->size() < c.stored_bytes) buf->resize(c.stored_bytes);
     std::span<char> stored(buf->data(), c.stored_bytes);

@@ -1,4 +1,4 @@
-// Checkpoint file format v2 (docs/checkpoint-format.md): a header, the
+// Checkpoint file format v3 (docs/checkpoint-format.md): a header, the
 // records' chunks as the codecs stored them, then an index (record name,
 // dtype, shape, codec, raw size and checksum, each chunk's offset, size and
 // checksum) and a footer locating the index. The index comes last so a writer
@@ -6,6 +6,13 @@
 // check: the header and footer by their fixed fields, chunks by their
 // checksums and by tiling the space between header and index exactly, the
 // index by its checksum; decoded records by their raw checksum.
+//
+// Version 3 differs from 2 in two rules: a chunk whose stored size equals its
+// raw size is stored as is, whatever its record's codec (the writer stores a
+// chunk so when its codec would save too little, CodecPlan::raw_below_saving),
+// and no chunk is stored larger than its raw size; and the footer's index
+// checksum covers the header too (IndexChecksum), so the header's version,
+// which says which rule applies, is bound. Readers read both.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +30,8 @@ namespace spot::ckpt {
 
 inline constexpr std::string_view kMagic = "SPOTCKPT";
 inline constexpr std::string_view kFooterMagic = "SPOTEND2";
-inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kFormatVersion = 3;        // what WriteCheckpointFile writes
+inline constexpr uint32_t kOldestFormatVersion = 2;  // the oldest a reader reads
 inline constexpr size_t kHeaderBytes = 16;
 inline constexpr size_t kFooterBytes = 32;
 
@@ -36,13 +44,23 @@ struct CodecPlan {
   // q8_optimizer_state is set; so do records q8-delta cannot encode.
   Codec lossless_delta = Codec::kSubDelta;  // sub-delta | xor-delta
   bool q8_optimizer_state = false;
+  // A chunk is stored as is (read straight into its destination, hashed
+  // once) when its codec would save less than this fraction of its raw
+  // bytes; always when it would save nothing. In [0, 1).
+  double raw_below_saving = 0.05;
 };
+
+// The footer's index checksum of a file whose header is `header` (its first
+// kHeaderBytes): XXH3-64 of the index, in format 3 of the header and index.
+uint64_t IndexChecksum(std::string_view header, std::string_view index);
 
 struct WrittenFile {
   uint64_t file_bytes = 0;
-  uint64_t payload_bytes = 0;  // raw bytes of the records
-  uint64_t checksum = 0;       // XXH3-64 of the whole file
+  uint64_t payload_bytes = 0;   // raw bytes of the records
+  uint64_t checksum = 0;        // XXH3-64 of the whole file
+  uint64_t index_checksum = 0;  // IndexChecksum (the footer holds it too)
   int records = 0;
+  int raw_chunks = 0;  // chunks stored as is (codec raw, or a codec that saved too little)
   int delta_records = 0;
   std::string codecs;  // e.g. "sub-delta:30,planes-zstd:2"
 };
@@ -96,6 +114,13 @@ class CheckpointFile {
   int64_t id() const { return id_; }
   int64_t base_id() const { return base_id_; }  // -1 for a full version
   uint64_t file_bytes() const { return file_bytes_; }
+  uint32_t format_version() const { return version_; }
+  // The index's checksum, as the footer holds it (Open checked the index
+  // against it): binds every chunk's offset, size and checksum.
+  uint64_t index_checksum() const { return index_checksum_; }
+  // Whether chunk k of record `e` is stored as is (its bytes are the decoded
+  // ones): codec raw, or in format 3 a chunk stored at its raw size.
+  bool StoredRaw(const RecordEntry& e, size_t k) const;
   const std::vector<RecordEntry>& records() const { return records_; }
   const std::string& source() const { return source_; }
 
@@ -138,7 +163,8 @@ class CheckpointFile {
   const BlobStore* store_;
   std::string name_, source_;
   int64_t id_ = 0, base_id_ = -1;
-  uint64_t file_bytes_ = 0;
+  uint64_t file_bytes_ = 0, index_checksum_ = 0;
+  uint32_t version_ = kFormatVersion;
   uint32_t chunk_bytes_ = 0;
   std::vector<RecordEntry> records_;
   mutable std::string chunk_buf_;

@@ -46,6 +46,7 @@ std::string ManifestJson(const VersionInfo& v, const json& meta) {
             {"checksum", fmt::format("xxh3-64:{:016x}", v.checksum)},
             {"created_unix_ms", v.created_unix_ms},
             {"meta", meta}};
+  if (v.index_checksum) m["index_checksum"] = fmt::format("xxh3-64:{:016x}", *v.index_checksum);
   return m.dump(2) + "\n";
 }
 
@@ -95,6 +96,12 @@ Result<CheckpointFile> OpenData(const BlobStore& bs, const VersionInfo& v) {
     return DataLossError(fmt::format("{}: {} bytes, manifest says {} (truncated?)",
                                      bs.Describe(name), *size, v.file_bytes));
   }
+  if (f.ok() && v.index_checksum && *v.index_checksum != f->index_checksum()) {
+    return DataLossError(
+        fmt::format("{}: index checksum {:016x} does not match the manifest's {:016x} (another "
+                    "save's file, or a damaged manifest)",
+                    f->source(), f->index_checksum(), *v.index_checksum));
+  }
   return f;
 }
 
@@ -124,6 +131,17 @@ Result<std::optional<std::string>> ReadStepRecord(const CheckpointFile& f,
     return std::optional<std::string>(std::move(bytes));
   }
   return std::optional<std::string>();
+}
+
+// An "xxh3-64:<16 hex digits>" field of a manifest; throws otherwise.
+uint64_t Xxh3Field(const json& j, const char* key) {
+  const std::string sum = j.at(key).get<std::string>();
+  uint64_t v = 0;
+  if (sum.starts_with("xxh3-64:") && sum.size() == 8 + 16) {
+    auto [end, ec] = std::from_chars(sum.data() + 8, sum.data() + sum.size(), v, 16);
+    if (ec == std::errc() && end == sum.data() + sum.size()) return v;
+  }
+  throw std::runtime_error(fmt::format("{} is not xxh3-64:<16 hex digits>", key));
 }
 
 // Integer field `key` of a manifest, in [lo, hi]; throws (the reader reports
@@ -254,10 +272,12 @@ Result<VersionInfo> CheckpointStore::ReadManifest(Tier tier, int64_t id) const {
     if (j.at("format") != kManifestFormat) {
       throw std::runtime_error("format is not " + std::string(kManifestFormat));
     }
-    if (Int(j, "format_version", 0, UINT32_MAX) != kFormatVersion) {
+    if (const int64_t fv = Int(j, "format_version", 0, UINT32_MAX);
+        fv < kOldestFormatVersion || fv > kFormatVersion) {
       throw std::runtime_error(
-          fmt::format("format_version {} is not supported (this build reads {})",
-                      j.at("format_version").dump(), kFormatVersion));
+          fmt::format("format_version {} is not supported (this build reads "
+                      "{} to {})",
+                      fv, kOldestFormatVersion, kFormatVersion));
     }
     if (const int64_t named = Int(j, "id", 0, INT64_MAX); named != id) {
       throw std::runtime_error(
@@ -271,14 +291,8 @@ Result<VersionInfo> CheckpointStore::ReadManifest(Tier tier, int64_t id) const {
     v.payload_bytes = static_cast<uint64_t>(Int(j, "payload_bytes", 0, INT64_MAX));
     v.records = static_cast<int>(Int(j, "records", 0, INT32_MAX));
     v.codecs = j.at("codecs").get<std::string>();
-    std::string sum = j.at("checksum").get<std::string>();
-    if (!sum.starts_with("xxh3-64:") || sum.size() != 8 + 16) {
-      throw std::runtime_error("checksum is not xxh3-64:<16 hex digits>");
-    }
-    auto [end, ec] = std::from_chars(sum.data() + 8, sum.data() + sum.size(), v.checksum, 16);
-    if (ec != std::errc() || end != sum.data() + sum.size()) {
-      throw std::runtime_error("checksum is not xxh3-64:<16 hex digits>");
-    }
+    v.checksum = Xxh3Field(j, "checksum");
+    if (j.contains("index_checksum")) v.index_checksum = Xxh3Field(j, "index_checksum");
     v.created_unix_ms = Int(j, "created_unix_ms", INT64_MIN, INT64_MAX);
     v.meta_json = j.value("meta", json::object()).dump();
     if (v.base >= id || v.base < -1 || (v.base >= 0) != (v.chain_depth > 0)) {
@@ -318,6 +332,7 @@ Result<VersionInfo> CheckpointStore::Write(int64_t id, Container& c, Container* 
   v.file_bytes = written->file_bytes;
   v.payload_bytes = written->payload_bytes;
   v.checksum = written->checksum;
+  v.index_checksum = written->index_checksum;
   v.records = written->records;
   v.codecs = written->codecs;
   SPOT_RETURN_IF_ERROR(
@@ -354,8 +369,8 @@ Status CheckpointStore::Replicate(const VersionInfo& v) {
   if (sum != v.checksum) {
     (void)durable.Delete(data);
     return DataLossError(fmt::format(
-        "{}: changed while being copied to the durable tier (checksum {:016x}, manifest says "
-        "{:016x})",
+        "{}: not copied to the durable tier: its checksum {:016x} is not the manifest's {:016x} "
+        "(the file changed since it was saved, or the manifest's checksum is wrong)",
         store(Tier::kLocal)->Describe(data), sum, v.checksum));
   }
   SPOT_RETURN_IF_ERROR(CopyBlob(*store(Tier::kLocal), durable, ManifestFileName(v.id)).status());
@@ -480,11 +495,14 @@ Result<CheckpointStore::Checked> CheckpointStore::CheckCopy(Tier tier, int64_t i
   SPOT_ASSIGN_OR_RETURN(out.info, ReadManifest(tier, id));
   const VersionInfo& v = out.info;
   SPOT_ASSIGN_OR_RETURN(CheckpointFile f, OpenData(bs, v));
-  // The whole-file checksum is computed beside the decode (both read the
-  // whole file; this way a restore pays for the longer of the two, not both).
+  // A manifest that binds the index needs no whole-file pass: the index
+  // holds every chunk's checksum, and the decode checks each one. For an
+  // older manifest the whole-file checksum is computed beside the decode
+  // (both read the whole file; a restore pays for the longer of the two).
+  const bool whole_file = depth == CheckDepth::kFull && !v.index_checksum;
   auto checksum = [&bs, data, n = v.file_bytes] { return BlobChecksum(bs, data, n); };
   std::future<Result<uint64_t>> sum;
-  if (depth == CheckDepth::kFull) {
+  if (whole_file) {
     try {
       sum = std::async(std::launch::async, checksum);
     } catch (const std::system_error&) {
@@ -514,12 +532,14 @@ Result<CheckpointStore::Checked> CheckpointStore::CheckCopy(Tier tier, int64_t i
     ChunkCodec codec;
     if (!decoded) decoded = f.ReadAll(v.base >= 0 ? &base.container : nullptr, codec, 0, place);
     Result<Container>& c = *decoded;
-    Result<uint64_t> got = sum.valid() ? sum.get() : checksum();
-    if (!got.ok()) return got.status();
-    if (*got != v.checksum) {
-      return DataLossError(
-          fmt::format("{}: whole-file checksum {:016x} does not match the manifest's {:016x}",
-                      f.source(), *got, v.checksum));
+    if (whole_file) {
+      Result<uint64_t> got = sum.valid() ? sum.get() : checksum();
+      if (!got.ok()) return got.status();
+      if (*got != v.checksum) {
+        return DataLossError(
+            fmt::format("{}: whole-file checksum {:016x} does not match the manifest's {:016x}",
+                        f.source(), *got, v.checksum));
+      }
     }
     if (!c.ok()) return c.status();
     out.container = std::move(c).value();
@@ -557,9 +577,11 @@ Result<Container> CheckpointStore::DecodeChain(const CheckpointFile& top, const 
     if (!link) return DataLossError(fmt::format("version {}: no copy of base {}", v.id, b));
     links.push_back(std::move(*link));
   }
-  // The bases' whole-file checksums, beside the decode.
+  // The whole-file checksums of bases whose manifest does not bind the
+  // index, beside the decode.
   auto check_sums = [&links]() -> Status {
     for (const Link& l : links) {
+      if (l.info.index_checksum) continue;
       const std::string name = DataFileName(l.info.id);
       SPOT_ASSIGN_OR_RETURN(uint64_t got, BlobChecksum(*l.bs, name, l.info.file_bytes));
       if (got != l.info.checksum) return DataLossError(l.bs->Describe(name) + ": checksum");
@@ -567,8 +589,10 @@ Result<Container> CheckpointStore::DecodeChain(const CheckpointFile& top, const 
     return Status::Ok();
   };
   std::future<Status> sums;
+  const bool any_whole_file =
+      std::any_of(links.begin(), links.end(), [](const Link& l) { return !l.info.index_checksum; });
   try {
-    sums = std::async(std::launch::async, check_sums);
+    if (any_whole_file) sums = std::async(std::launch::async, check_sums);
   } catch (const std::system_error&) {
     // No thread to spare: checked after the decode instead.
   }

@@ -1,6 +1,6 @@
 // CheckpointStore: checkpoint versions in one or two storage tiers.
 //
-// Version `id` is two blobs: `ckpt-<id>.bin` (format v2, format.h) and
+// Version `id` is two blobs: `ckpt-<id>.bin` (format v3, format.h) and
 // `ckpt-<id>.json` (its manifest: id, step, lineage parent, delta base,
 // sizes, codecs, whole-file checksum, caller metadata). A version is written
 // to the local tier, data first: the manifest's commit is the point where it
@@ -72,6 +72,11 @@ struct VersionInfo {
   uint64_t file_bytes = 0;
   uint64_t payload_bytes = 0;
   uint64_t checksum = 0;  // XXH3-64 of the whole data file
+  // XXH3-64 of the data file's index (its footer's index checksum), which
+  // binds every chunk's checksum: with it a restore checks the file through
+  // its chunks and index, without a whole-file pass. Absent in manifests
+  // written before it existed: those versions are checked by `checksum`.
+  std::optional<uint64_t> index_checksum;
   int64_t created_unix_ms = 0;
   int records = 0;
   std::string codecs;       // e.g. "xor-delta:30,shuffle-zstd:2"
@@ -93,9 +98,12 @@ enum class CheckDepth {
   // along the chain, holds the manifest's step). Reads each file's index
   // and one small record: cheap enough for listing.
   kQuick,
-  // kQuick, plus the whole-file checksum against the manifest's and a
-  // complete decode with the base chain, every chunk and record checksum
-  // checked. What Verify, Load and LoadNewestValid use.
+  // kQuick, plus a complete decode with the base chain, every chunk and
+  // record checksum checked, and for a manifest without `index_checksum`
+  // the whole-file checksum against the manifest's. (With it, the index the
+  // manifest binds covers every chunk, and the header and footer are fixed
+  // fields: every byte is checked without a second read of the file.)
+  // What Verify, Load and LoadNewestValid use.
   kFull,
 };
 

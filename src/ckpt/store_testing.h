@@ -243,9 +243,29 @@ inline std::vector<DamageCase> DamageCases() {
        {3},
        "holds step 30 (its trainer/state record), the manifest says step 5",
        true},
-      {"wrong manifest checksum",
+      {"wrong index checksum in the manifest",
        [=](const fs::path& d) {
-         EditManifest(manifest(d, 3), [](auto& j) { j["checksum"] = "xxh3-64:0123456789abcdef"; });
+         EditManifest(manifest(d, 3),
+                      [](auto& j) { j["index_checksum"] = "xxh3-64:0123456789abcdef"; });
+       },
+       {3},
+       "does not match the manifest's 0123456789abcdef",
+       true},
+      {"malformed index checksum in the manifest",
+       [=](const fs::path& d) {
+         EditManifest(manifest(d, 3), [](auto& j) { j["index_checksum"] = 17; });
+       },
+       {3},
+       "malformed manifest",
+       true},
+      // A manifest written before index checksums existed: its whole-file
+      // checksum is what binds the data.
+      {"wrong whole-file checksum in a manifest without an index checksum",
+       [=](const fs::path& d) {
+         EditManifest(manifest(d, 3), [](auto& j) {
+           j.erase("index_checksum");
+           j["checksum"] = "xxh3-64:0123456789abcdef";
+         });
        },
        {3},
        "does not match the manifest's 0123456789abcdef",

@@ -1,7 +1,8 @@
-#include "ckpt/store.h"
-
 #include <gtest/gtest.h>
 
+#include <cstring>
+
+#include "ckpt/store.h"
 #include "ckpt/store_testing.h"
 
 namespace spot::ckpt {
@@ -225,6 +226,114 @@ TEST_F(StoreTest, ReadOnlyStoreReadsTheDurableTierAloneAndChangesNothing) {
 
 // ---------------------------------------------------------------------------
 // Delta chains.
+
+// Makes version `id` in `dir` what a writer before index checksums made: a
+// format 2 data file (its records all raw, which both formats store alike)
+// and a manifest of format 2 without `index_checksum`, whose whole-file
+// checksum is that file's.
+void MakeOld(const fs::path& dir, int64_t id) {
+  const fs::path data = dir / CheckpointStore::DataFileName(id);
+  std::string bytes = ReadAll(data);
+  const uint32_t two = 2;
+  std::memcpy(bytes.data() + 8, &two, 4);
+  // Format 2's index checksum covers the index alone.
+  const size_t footer = bytes.size() - kFooterBytes;
+  uint64_t index_offset, index_bytes;
+  std::memcpy(&index_offset, bytes.data() + footer, 8);
+  std::memcpy(&index_bytes, bytes.data() + footer + 8, 8);
+  const uint64_t sum = Checksum(std::string_view(bytes).substr(index_offset, index_bytes));
+  std::memcpy(bytes.data() + footer + 16, &sum, 8);
+  WriteAll(data, bytes);
+  EditManifest(dir / CheckpointStore::ManifestFileName(id), [&](nlohmann::json& j) {
+    ASSERT_TRUE(j.contains("index_checksum"));
+    j.erase("index_checksum");
+    j["format_version"] = 2;
+    j["checksum"] = fmt::format("xxh3-64:{:016x}", Checksum(bytes));
+  });
+}
+
+TEST_F(StoreTest, VersionsWrittenBeforeIndexChecksumsLoadThroughTheWholeFileChecksum) {
+  auto s = Open();
+  for (uint64_t seed : {1, 2}) {
+    Container c = State(seed);
+    SaveRequest req{.step = static_cast<int64_t>(10 * seed)};
+    req.plan.full = Codec::kRaw;
+    ASSERT_TRUE(s->Save(c, req).ok());
+  }
+  const std::string manifest2 = ReadAll(LocalManifest(2));
+  EXPECT_NE(manifest2.find("\"index_checksum\": \"xxh3-64:"), std::string::npos) << manifest2;
+  MakeOld(local_, 1);
+  MakeOld(local_, 2);
+  for (int64_t id : {1, 2}) EXPECT_TRUE(s->Verify(id, Tier::kLocal).ok()) << id;
+  EXPECT_EQ(s->List().size(), 2u);
+  auto l = s->LoadNewestValid();
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(l->info.id, 2);
+  EXPECT_FALSE(l->info.index_checksum.has_value());
+  ExpectSame(l->container, State(2));
+
+  // The whole-file checksum is checked: a manifest that disagrees with its
+  // (intact) file is damaged, for the restore and for Verify alike.
+  const std::string old2 = ReadAll(LocalManifest(2));
+  EditManifest(LocalManifest(2), [](auto& j) { j["checksum"] = "xxh3-64:00000000000000ff"; });
+  Status st = s->Verify(2, Tier::kLocal);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_NE(st.message().find("whole-file checksum"), std::string::npos) << st.ToString();
+  l = s->LoadNewestValid();
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(l->info.id, 1);
+  ASSERT_EQ(l->skipped.size(), 1u);
+  EXPECT_NE(l->skipped[0].find("whole-file checksum"), std::string::npos) << l->skipped[0];
+  WriteAll(LocalManifest(2), old2);
+  // And every byte of its data is checked.
+  FlipByte(LocalData(2), ReadAll(LocalData(2)).size() / 2);
+  EXPECT_EQ(s->Verify(2, Tier::kLocal).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(s->LoadNewestValid()->info.id, 1);
+}
+
+TEST_F(StoreTest, AnOldBaseUnderNewDeltasIsCheckedByItsWholeFileChecksum) {
+  auto s = Open();
+  std::vector<VersionInfo> chain = WriteChain(*s, 1, 2);
+  ASSERT_EQ(chain.size(), 3u);
+  // Version 1's manifest as an older writer made it (its data is format 3:
+  // the manifest's format does not bind the data file's).
+  EditManifest(LocalManifest(1), [](nlohmann::json& j) { j.erase("index_checksum"); });
+  auto l = s->LoadNewestValid();
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(l->info.id, 3);
+  ExpectSame(l->container, State(3));
+  EditManifest(LocalManifest(1), [](auto& j) { j["checksum"] = "xxh3-64:00000000000000ff"; });
+  for (int64_t id : {1, 2, 3}) {
+    EXPECT_EQ(s->Verify(id, Tier::kLocal).code(), StatusCode::kDataLoss) << id;
+  }
+  l = s->LoadNewestValid();
+  EXPECT_EQ(l.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(l.status().message().find("whole-file checksum"), std::string::npos)
+      << l.status().ToString();
+}
+
+TEST_F(StoreTest, TheManifestBindsTheIndexOfItsOwnSave) {
+  // Two saves of the same id and step in two stores: each file intact, but
+  // under the other's manifest it is another save's data.
+  auto a = Open();
+  SaveFull(*a, {1});
+  const std::string data_a = ReadAll(LocalData(1));
+  fs::remove_all(local_);
+  auto b = Open();
+  Container c = State(1);
+  // The same step and id, other bytes (the trainer/state record differs).
+  c.AddBytes("extra", "another save");
+  ASSERT_TRUE(b->Save(c, SaveRequest{.step = 10}).ok());
+  WriteAll(LocalData(1), data_a);
+  // Same id, base and step: only the index checksum tells them apart (the
+  // file's size differs too; make it the manifest's to leave only that).
+  EditManifest(LocalManifest(1), [&](auto& j) { j["file_bytes"] = data_a.size(); });
+  Status st = b->Verify(1, Tier::kLocal);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_NE(st.message().find("index checksum"), std::string::npos) << st.ToString();
+  EXPECT_EQ(b->LoadNewestValid().status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(b->List().empty());
+}
 
 }  // namespace
 }  // namespace spot::ckpt

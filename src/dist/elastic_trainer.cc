@@ -99,7 +99,9 @@ class Worker {
   Status WriteOutputs(const Generation& g);
   // Rank 0: the progress file (at most twice a second unless `force`).
   void WriteProgress(const Generation& g, double loss, bool done, bool force = false);
-  TrainRefs Refs() { return {model_.get(), optimizer_.get(), spec_.optimizer.type, &counters_}; }
+  TrainRefs Refs() {
+    return {model_.get(), optimizer_.get(), spec_.optimizer.type, &counters_, train_.SampleShape()};
+  }
 
   train::TrainSpec spec_;
   WorkerOptions opt_;

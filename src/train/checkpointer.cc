@@ -1,14 +1,20 @@
 #include "train/checkpointer.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+#include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "ckpt/interval.h"
 #include "ckpt/store.h"
+#include "ckpt/torch_adapter.h"
 #include "core/clock.h"
 #include "core/file_io.h"
 #include "train/model.h"
@@ -20,6 +26,39 @@ namespace {
 
 double Seconds(Checkpointer::Clock::time_point a, Checkpointer::Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+// Gives `model` the weights a fresh start gives it: PrepareProcess seeds the
+// CPU generator with spec.seed and BuildModel draws the initial weights from
+// it. The generator is left as it was, so the run goes on exactly as one that
+// found no checkpoint.
+Status Reinitialize(const TrainSpec& spec, const std::vector<int64_t>& shape, Net& model) {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  at::Tensor state;
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    state = gen.get_state();
+    gen.set_current_seed(static_cast<uint64_t>(spec.seed));
+  }
+  auto fresh = BuildModel(spec, shape);
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(state);
+  }
+  if (!fresh.ok()) return fresh.status().WithContext("re-initializing the model");
+  at::NoGradGuard no_grad;
+  auto copy = [](const auto& from, const auto& to) -> Status {
+    for (const auto& item : to) {
+      const at::Tensor* src = from.find(item.key());
+      if (src == nullptr || !src->sizes().equals(item.value().sizes())) {
+        return InternalError("re-initializing the model: no fresh " + item.key());
+      }
+      item.value().copy_(*src);
+    }
+    return Status::Ok();
+  };
+  SPOT_RETURN_IF_ERROR(copy((*fresh)->named_parameters(), model.named_parameters()));
+  return copy((*fresh)->named_buffers(), model.named_buffers());
 }
 
 }  // namespace
@@ -135,7 +174,23 @@ std::vector<ckpt::SaveReport> Checkpointer::TakeCompleted() {
 
 Result<ResumeInfo> Checkpointer::Resume(const TrainRefs& s) {
   Impl& m = *impl_;
-  auto loaded = m.store->LoadNewestValid();
+  // The parameters and buffers decode straight into the model's tensors (no
+  // copy), when a failed read can be undone: a read that fails leaves them
+  // holding garbage, and when no version loads the model is then built again
+  // as a fresh start builds it.
+  std::optional<ckpt::TensorPlacement> place;
+  // A TorchScript module is not rebuilt here (its checks need the data).
+  const bool rebuildable = !s.sample_shape.empty() && m.spec.model != "torchscript";
+  if (rebuildable && !m.store->Empty()) {
+    place.emplace();
+    for (const auto& p : s.model->named_parameters()) place->Add("model/" + p.key(), p.value());
+    for (const auto& b : s.model->named_buffers()) place->Add("model/" + b.key(), b.value());
+  }
+  auto loaded = m.store->LoadNewestValid(std::numeric_limits<int64_t>::max(),
+                                         place ? place->place() : nullptr);
+  if (!loaded.ok() && place) {
+    SPOT_RETURN_IF_ERROR(Reinitialize(m.spec, s.sample_shape, *s.model));
+  }
   if (!loaded.ok()) {
     if (loaded.status().code() != StatusCode::kNotFound) return loaded.status();
     if (m.store->Empty()) {

@@ -70,6 +70,12 @@ class Checkpointer {
   // Restores the newest valid version into `state` (spec.resume: auto).
   // FailedPrecondition for a checkpoint of another job (model, batch size or
   // seed differ). Keeps the counters' threads and BLAS of this process.
+  // The parameters and buffers are decoded straight into the model's tensors
+  // (built-in models and the GPT; a TorchScript model's by copy). When no
+  // version loads, the model holds the weights a fresh start gives it (the
+  // spec's seed, BuildModel), bitwise, and the CPU generator is where it was.
+  // REQUIRES: state.model was built as a fresh start builds it (seeded by
+  // PrepareProcess, then BuildModel) and not trained yet.
   Result<ResumeInfo> Resume(const TrainRefs& state);
   // The anomaly guard's remedy for the step after `state.counters->step`,
   // whose global batch `batch` diverged for `reason`: restores the newest

@@ -48,7 +48,8 @@ Result<Generated> GenerateText(const TrainSpec& job, const GenerateOptions& o) {
   SPOT_ASSIGN_OR_RETURN(std::shared_ptr<Net> model, BuildModel(spec, {spec.context}));
   SPOT_ASSIGN_OR_RETURN(auto optimizer, MakeOptimizer(spec, *model));
   TrainerCounters counters = FreshCounters(spec, threads);
-  const TrainRefs refs{model.get(), optimizer.get(), spec.optimizer.type, &counters};
+  const TrainRefs refs{
+      model.get(), optimizer.get(), spec.optimizer.type, &counters, {spec.context}};
   std::error_code ec;
   if (!std::filesystem::exists(spec.checkpoint.dir, ec) &&
       (spec.checkpoint.durable_dir.empty() ||

@@ -76,7 +76,9 @@ struct Replica {
     data.images = at::arange(784, at::kFloat).view({1, 1, 28, 28}).mul(freq).add(phase).sin();
     return data;
   }
-  TrainRefs Refs() { return {model.get(), optimizer.get(), spec.optimizer.type, &counters}; }
+  TrainRefs Refs() {
+    return {model.get(), optimizer.get(), spec.optimizer.type, &counters, data.SampleShape()};
+  }
   StepOutcome Step() {
     LocalSync sync;
     Slice batch = runner->NextBatch();

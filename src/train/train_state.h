@@ -62,6 +62,10 @@ struct TrainRefs {
   torch::optim::Optimizer* optimizer = nullptr;
   std::string optimizer_type;  // sgd | adam
   TrainerCounters* counters = nullptr;
+  // The sample shape BuildModel built `model` for (a fresh start's model);
+  // empty when unknown or not rebuildable (then a restore copies into the
+  // model instead of decoding into it: Checkpointer::Resume).
+  std::vector<int64_t> sample_shape;
 };
 
 Status CaptureTrainState(Net& model, torch::optim::Optimizer& optimizer,

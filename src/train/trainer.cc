@@ -92,7 +92,9 @@ struct Trainer::Impl {
   int64_t train_samples = 0;
   double last_loss = 0;
 
-  TrainRefs Refs() { return {model.get(), optimizer.get(), spec.optimizer.type, &counters}; }
+  TrainRefs Refs() {
+    return {model.get(), optimizer.get(), spec.optimizer.type, &counters, train.SampleShape()};
+  }
   Status Setup();
   Status MaybeResume();
   Status SaveCheckpoint();

@@ -192,7 +192,15 @@ TEST_F(CkptE2eTest, ListVerifyAndResumeAgreeOnADamagedVersion) {
   const Case cases[] = {
       {"step", [](json& j) { j["step"] = 5; }, "holds step 30 (its trainer/state record)", true},
       {"id", [](json& j) { j["id"] = 3; }, "id 3 does not match the file name's 4", true},
-      {"checksum", [](json& j) { j["checksum"] = "xxh3-64:00000000000000ff"; },
+      {"index_checksum", [](json& j) { j["index_checksum"] = "xxh3-64:00000000000000ff"; },
+       "does not match the manifest's 00000000000000ff", true},
+      // A manifest written before index checksums: the whole file is
+      // checked against its checksum, which only a full check reads.
+      {"checksum",
+       [](json& j) {
+         j.erase("index_checksum");
+         j["checksum"] = "xxh3-64:00000000000000ff";
+       },
        "does not match the manifest's 00000000000000ff", false},
       {"truncated", nullptr, "malformed manifest", true},
   };
