@@ -96,9 +96,11 @@ Status MapEc2Error(const std::string& action, long http_status, const std::strin
   if (!message.empty()) detail += ": " + message;
   if (code == "InsufficientInstanceCapacity" || code == "SpotMaxPriceTooLow" ||
       code == "MaxSpotInstanceCountExceeded" || code == "InstanceLimitExceeded" ||
-      code == "InsufficientCapacity" || Throttled(code) || http_status >= 500 ||
-      http_status == 429) {
+      code == "InsufficientCapacity") {
     return UnavailableError(detail + " (no capacity in this pool now)");
+  }
+  if (Throttled(code) || http_status >= 500 || http_status == 429) {
+    return UnavailableError(detail + " (throttled or unavailable now)");
   }
   if (code == "UnauthorizedOperation" || code == "AuthFailure" || http_status == 401 ||
       http_status == 403) {
@@ -371,9 +373,12 @@ std::vector<InstanceView> Ec2Provider::List() const {
   return out;
 }
 
-std::vector<ProviderEvent> Ec2Provider::Poll(double now_s) {
+Result<std::vector<ProviderEvent>> Ec2Provider::Poll(double now_s) {
   std::vector<ProviderEvent> events;
-  if (now_s - last_poll_s_ < opt_.poll_interval_s) return events;
+  if (now_s - last_poll_s_ < opt_.poll_interval_s) {
+    if (!last_poll_error_.ok()) return last_poll_error_;
+    return events;
+  }
   std::vector<std::pair<std::string, std::string>> p;
   std::map<std::string, Instance*> by_ec2;
   for (auto& [id, inst] : instances_) {
@@ -382,12 +387,12 @@ std::vector<ProviderEvent> Ec2Provider::Poll(double now_s) {
     p.emplace_back(fmt::format("InstanceId.{}", by_ec2.size()), inst.ec2_id);
   }
   last_poll_s_ = now_s;
+  last_poll_error_ = Status::Ok();
   if (by_ec2.empty()) return events;
   Result<std::string> xml = client_->Call("DescribeInstances", p);
-  if (!xml.ok()) {
-    spdlog::warn("EC2 poll: {}", xml.status().message());
-    return events;
-  }
+  // The API did not answer: what happened meanwhile is seen at the next poll
+  // that gets an answer (the caller decides how long to wait for one).
+  if (!xml.ok()) return last_poll_error_ = xml.status().WithContext("EC2 poll");
   std::set<std::string> seen;
   for (const Ec2InstanceState& s : ParseEc2Instances(*xml)) {
     seen.insert(s.instance_id);

@@ -120,7 +120,7 @@ class Ec2Provider final : public Provider {
   market::MarketFeed* feed() override { return feed_.get(); }
   Status Terminate(const std::string& id, double now_s) override;
   std::vector<InstanceView> List() const override;
-  std::vector<ProviderEvent> Poll(double now_s) override;
+  Result<std::vector<ProviderEvent>> Poll(double now_s) override;
   Status Adopt(const InstanceView& recorded, double now_s) override;
 
   // EC2 API requests sent so far (retries included): the cost AWS throttles.
@@ -144,6 +144,9 @@ class Ec2Provider final : public Provider {
   std::map<std::string, Instance> instances_;
   std::unique_ptr<market::MarketFeed> feed_;
   double last_poll_s_ = -1e300;
+  // The last poll's error (OK when it got an answer): a Poll inside the
+  // interval returns it again, since the fleet is still unseen.
+  Status last_poll_error_;
 };
 
 // One instance as DescribeInstances reports it.

@@ -187,7 +187,7 @@ TEST(Ec2ProviderTest, LaunchesSpotAndOnDemandListsAndTerminates) {
               Describe(*spot_id).state == "terminated");
   EXPECT_EQ(p.List()[0].state, InstanceState::kTerminated);
   EXPECT_EQ(p.List()[0].ended_s, 20);
-  EXPECT_TRUE(p.Poll(100).empty());  // our own termination is no preemption
+  EXPECT_TRUE(p.Poll(100).value().empty());  // our own termination is no preemption
   EXPECT_EQ(p.Terminate("w-9", 20).code(), StatusCode::kNotFound);
   EXPECT_EQ(p.Launch(Spot("w-2"), 21).status().code(), StatusCode::kInvalidArgument);
 }
@@ -249,15 +249,15 @@ TEST(Ec2ProviderTest, InstanceTerminatedBehindOurBackIsPreemptedAtTheNextPoll) {
   auto a = p.Launch(Spot("p-1"), 0);
   auto b = p.Launch(Spot("p-2"), 0);
   ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_TRUE(p.Poll(0).empty());
+  EXPECT_TRUE(p.Poll(0).value().empty());
   const int64_t calls = p.api_calls();
   auto id = DecodeEc2InstanceData(a->provider_data);
   ASSERT_TRUE(id.ok());
   ASSERT_TRUE(Client()->Call("TerminateInstances", {{"InstanceId.1", *id}}).ok());
 
-  EXPECT_TRUE(p.Poll(29).empty());  // inside the poll interval: no API call
+  EXPECT_TRUE(p.Poll(29).value().empty());  // inside the poll interval: no API call
   EXPECT_EQ(p.api_calls(), calls);
-  auto events = p.Poll(30);
+  auto events = p.Poll(30).value();
   EXPECT_EQ(p.api_calls(), calls + 1);  // one DescribeInstances for both instances
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, ProviderEvent::Kind::kPreempted);
@@ -270,7 +270,7 @@ TEST(Ec2ProviderTest, InstanceTerminatedBehindOurBackIsPreemptedAtTheNextPoll) {
   EXPECT_EQ(list[0].state, InstanceState::kPreempted);
   EXPECT_EQ(list[0].ended_s, 30);
   EXPECT_EQ(list[1].state, InstanceState::kRunning);
-  EXPECT_TRUE(p.Poll(60).empty());  // reported once
+  EXPECT_TRUE(p.Poll(60).value().empty());  // reported once
   ASSERT_TRUE(p.Terminate("p-2", 70).ok());
 }
 
@@ -284,7 +284,7 @@ TEST(Ec2ProviderTest, OnePollIsOneApiCallWhateverTheFleetSize) {
   const int64_t launched = p.api_calls();
   EXPECT_EQ(launched, kFleet);  // one RunInstances each
   for (int pass = 1; pass <= 10; ++pass) {
-    EXPECT_TRUE(p.Poll(pass * 10.0).empty());  // a reconcile every 10 s, polls every 30 s
+    EXPECT_TRUE(p.Poll(pass * 10.0).value().empty());  // a reconcile every 10 s, polls every 30 s
   }
   EXPECT_EQ(p.api_calls() - launched, 4);  // polls at 10, 40, 70 and 100 s
   std::cout << "EC2 API calls per reconcile pass (" << kFleet
@@ -410,6 +410,40 @@ TEST(Ec2ProviderTest, InjectedErrorsMapToTheDocumentedStatus) {
   EXPECT_EQ(log.text().find(secret), std::string::npos);
   EXPECT_NE(log.text().find("RequestLimitExceeded"), std::string::npos);  // the retry is logged
   ASSERT_TRUE(p.Terminate("e-ok", 30).ok());
+}
+
+// DescribeInstances failing is Poll's error (the controller decides how long
+// to wait it out); the reclaim that happened meanwhile comes with the next
+// Poll that gets an answer.
+TEST(Ec2ProviderTest, AnApiOutageIsPollsErrorAndItsNewsComeWithTheNextAnswer) {
+  SKIP_WITHOUT_MOTO();
+  FailingProxy proxy(Moto()->port(), Ec2ErrorBody);
+  ASSERT_TRUE(proxy.ok());
+  Ec2Provider p(Client(proxy.endpoint(), /*attempts=*/2), Options("outage"));
+  auto a = p.Launch(Spot("o-1"), 0);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto id = DecodeEc2InstanceData(a->provider_data);
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(Client()->Call("TerminateInstances", {{"InstanceId.1", *id}}).ok());
+  proxy.Fail(503, "Unavailable", 2);  // both attempts of the next call
+  auto down = p.Poll(30);
+  ASSERT_FALSE(down.ok());
+  EXPECT_EQ(down.status().code(), StatusCode::kUnavailable) << down.status().ToString();
+  EXPECT_NE(down.status().message().find("EC2 poll"), std::string::npos);
+  EXPECT_NE(down.status().message().find("DescribeInstances"), std::string::npos);
+  EXPECT_NE(down.status().message().find("Unavailable"), std::string::npos);
+  EXPECT_EQ(p.List()[0].state, InstanceState::kRunning);  // nothing seen, nothing assumed
+  // Inside the poll interval the fleet is still unseen: the same error, no call.
+  const int before = proxy.requests();
+  auto still = p.Poll(45);
+  ASSERT_FALSE(still.ok());
+  EXPECT_EQ(still.status().message(), down.status().message());
+  EXPECT_EQ(proxy.requests(), before);
+  auto events = p.Poll(60);
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0].kind, ProviderEvent::Kind::kPreempted);
+  EXPECT_EQ((*events)[0].instance_id, "o-1");
 }
 
 TEST(Ec2ProviderTest, WrongSecretFailsClearlyWithoutTheSecret) {

@@ -139,7 +139,7 @@ std::vector<InstanceView> FakeProvider::List() const {
   return out;
 }
 
-std::vector<ProviderEvent> FakeProvider::Poll(double now_s) {
+Result<std::vector<ProviderEvent>> FakeProvider::Poll(double now_s) {
   ++api_calls_;
   impl_->Advance(now_s);
   return std::exchange(impl_->events, {});

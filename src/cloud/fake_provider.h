@@ -43,7 +43,7 @@ class FakeProvider final : public Provider {
   Result<InstanceView> Launch(const InstanceSpec& spec, double now_s) override;
   Status Terminate(const std::string& id, double now_s) override;
   std::vector<InstanceView> List() const override;
-  std::vector<ProviderEvent> Poll(double now_s) override;
+  Result<std::vector<ProviderEvent>> Poll(double now_s) override;
   Status Adopt(const InstanceView& recorded, double now_s) override;
 
   // Advances the world to now_s and reports how far the stand-in training

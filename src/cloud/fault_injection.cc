@@ -126,13 +126,14 @@ std::vector<ProviderEvent> FaultyProvider::WithDepartures(std::vector<ProviderEv
   return events;
 }
 
-std::vector<ProviderEvent> FaultyProvider::Poll(double now_s) {
+Result<std::vector<ProviderEvent>> FaultyProvider::Poll(double now_s) {
   last_now_s_ = std::max(last_now_s_, now_s);
-  if (!Apply(Active(ProviderCall::kPoll, now_s)).ok()) {
+  if (Status st = Apply(Active(ProviderCall::kPoll, now_s)); !st.ok()) {
     ++counts_.stale_answers;
-    return {};  // the events wait in the cloud for the next good Poll
+    return st;  // the events wait in the cloud for the next good Poll
   }
-  return WithDepartures(o_.inner->Poll(now_s), now_s);
+  SPOT_ASSIGN_OR_RETURN(std::vector<ProviderEvent> events, o_.inner->Poll(now_s));
+  return WithDepartures(std::move(events), now_s);
 }
 
 Status FaultyProvider::Adopt(const InstanceView& recorded, double now_s) {

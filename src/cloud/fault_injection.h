@@ -34,8 +34,9 @@ struct CallFault {
   double from_s = 0;
   double for_s = 0;
   // Non-OK: Launch, Terminate and Adopt fail with it and nothing happens in
-  // the cloud; Poll and List answer as at the stretch's start (the describe
-  // API is down: events come late, all at once after the stretch).
+  // the cloud; Poll fails with it and List answers as at the stretch's
+  // start (the describe API is down: events come late, all at once after
+  // the stretch).
   Status error = Status::Ok();
   // Each call takes this many seconds of the clock (a slow API); it acts at
   // the now_s it was given.
@@ -83,7 +84,7 @@ class FaultyProvider final : public Provider {
   Result<InstanceView> Launch(const InstanceSpec& spec, double now_s) override;
   Status Terminate(const std::string& id, double now_s) override;
   std::vector<InstanceView> List() const override;
-  std::vector<ProviderEvent> Poll(double now_s) override;
+  Result<std::vector<ProviderEvent>> Poll(double now_s) override;
   Status Adopt(const InstanceView& recorded, double now_s) override;
 
   const FaultCounts& counts() const { return counts_; }

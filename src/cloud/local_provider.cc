@@ -374,7 +374,7 @@ void LocalProvider::Advance(double now_s) {
   done_tick_ = std::max(done_tick_, now_tick);
 }
 
-std::vector<ProviderEvent> LocalProvider::Poll(double now_s) {
+Result<std::vector<ProviderEvent>> LocalProvider::Poll(double now_s) {
   const double wall = opt_.clock->NowUnixS();
   for (auto& [id, inst] : instances_) CheckExit(inst, now_s);
   // The market decides, whatever the processes did meanwhile.

@@ -82,7 +82,7 @@ class LocalProvider final : public Provider {
   Result<InstanceView> Launch(const InstanceSpec& spec, double now_s) override;
   Status Terminate(const std::string& id, double now_s) override;
   std::vector<InstanceView> List() const override;
-  std::vector<ProviderEvent> Poll(double now_s) override;
+  Result<std::vector<ProviderEvent>> Poll(double now_s) override;
   // Takes over a running instance recorded by an earlier controller: checks
   // its pid still runs that instance and serves its metadata again. A notice
   // in `recorded` (notice_s, and reclaim_s when known) stands. Adopt the

@@ -24,13 +24,13 @@ TEST_F(LocalProviderTest, ExitedProcessKeepsInstanceBilledUntilTerminated) {
   EXPECT_EQ(seen.state, InstanceState::kRunning);  // the VM is still up and billed
   EXPECT_EQ(seen.exit_code, 3);
   EXPECT_EQ(seen.ended_s, -1);
-  EXPECT_TRUE(p.Poll(100).empty());  // reported once
+  EXPECT_TRUE(p.Poll(100).value().empty());  // reported once
   EXPECT_TRUE(fs::exists(LocalDir(id)));
 
   ASSERT_TRUE(p.Terminate(id, 120).ok());
   EXPECT_EQ(Find(p, id)->state, InstanceState::kTerminated);
   EXPECT_EQ(Find(p, id)->ended_s, 120);
-  EXPECT_TRUE(p.Poll(130).empty());
+  EXPECT_TRUE(p.Poll(130).value().empty());
   EXPECT_FALSE(fs::exists(LocalDir(id)));
   EXPECT_EQ(ImdsGet(Local(v).metadata_port, kAction).first, -1);
 }
@@ -61,7 +61,7 @@ TEST_F(LocalProviderTest, TerminateStopsAnObedientProcessAtOnce) {
   ASSERT_TRUE(WaitProcessGone(p, id, 13, &events));
   EXPECT_TRUE(events.empty());
   // Terminated before its reclaim: no notice, no preemption later.
-  EXPECT_TRUE(p.Poll(1000).empty());
+  EXPECT_TRUE(p.Poll(1000).value().empty());
   EXPECT_EQ(Find(p, id)->state, InstanceState::kTerminated);
   EXPECT_FALSE(fs::exists(LocalDir(id)));
 }
@@ -75,7 +75,7 @@ TEST_F(LocalProviderTest, TerminateEscalatesToSigkillAfterTheGrace) {
   ASSERT_TRUE(WaitFor([&] { return fs::exists(LocalDir(id) / "ready"); }));
   const auto sent = steady_clock::now();
   ASSERT_TRUE(p.Terminate(id, 10).ok());
-  EXPECT_TRUE(p.Poll(10).empty());
+  EXPECT_TRUE(p.Poll(10).value().empty());
   EXPECT_TRUE(Find(p, id)->process_running);  // SIGTERM is ignored
   ASSERT_TRUE(WaitProcessGone(p, id, 10));
   const double waited = std::chrono::duration<double>(steady_clock::now() - sent).count();
@@ -83,7 +83,7 @@ TEST_F(LocalProviderTest, TerminateEscalatesToSigkillAfterTheGrace) {
   EXPECT_EQ(Find(p, id)->state, InstanceState::kTerminated);
   EXPECT_EQ(Find(p, id)->ended_s, 10);
   EXPECT_TRUE(WaitFor([&] {
-    p.Poll(10);
+    p.Poll(10).value();
     return !fs::exists(LocalDir(id));
   }));
 }
@@ -96,7 +96,7 @@ TEST_F(LocalProviderTest, AdoptAfterRestartServesMetadataOnTheSamePort) {
     auto a = std::make_unique<LocalProvider>(Options(SleepNamedAfterInstance()));
     recorded = MustLaunch(*a, Spot(id, 0), 0);
     ASSERT_TRUE(WaitExec(recorded));
-    auto events = a->Poll(35);
+    auto events = a->Poll(35).value();
     ASSERT_EQ(events.size(), 1u);
     EXPECT_EQ(events[0].kind, ProviderEvent::Kind::kNotice);
     recorded = *Find(*a, id);
@@ -121,16 +121,16 @@ TEST_F(LocalProviderTest, AdoptAfterRestartServesMetadataOnTheSamePort) {
   auto action = ImdsGet(Local(v).metadata_port, kAction);  // the notice given before the restart
   ASSERT_EQ(action.first, 200) << action.second;
   EXPECT_EQ(json::parse(action.second)["time"], Iso8601Utc(kEpoch + 50 / kCompression));
-  EXPECT_TRUE(b.Poll(45).empty());  // not given twice
+  EXPECT_TRUE(b.Poll(45).value().empty());  // not given twice
 
-  auto reclaim = b.Poll(52);
+  auto reclaim = b.Poll(52).value();
   ASSERT_EQ(reclaim.size(), 1u);
   EXPECT_EQ(reclaim[0].kind, ProviderEvent::Kind::kPreempted);
   EXPECT_EQ(reclaim[0].sim_s, 50);
   ASSERT_TRUE(WaitProcessGone(b, id, 52));
   EXPECT_FALSE(CheckProcess(Local(recorded).pid).running);
   EXPECT_TRUE(WaitFor([&] {
-    b.Poll(52);
+    b.Poll(52).value();
     return !fs::exists(LocalDir(id));
   }));
 }
@@ -142,12 +142,12 @@ TEST_F(LocalProviderTest, AdoptGivesTheNoticeThatCameDueWhileNobodyWatched) {
     auto a = std::make_unique<LocalProvider>(Options(SleepNamedAfterInstance()));
     recorded = MustLaunch(*a, Spot(id, 0), 0);
     ASSERT_TRUE(WaitExec(recorded));
-    EXPECT_TRUE(a->Poll(10).empty());
+    EXPECT_TRUE(a->Poll(10).value().empty());
   }
   LocalProvider& b = Make(Options(SleepNamedAfterInstance()));
   ASSERT_TRUE(b.Adopt(recorded, 33).ok());
   EXPECT_EQ(ImdsGet(Local(recorded).metadata_port, kAction).first, 404);
-  auto events = b.Poll(33);
+  auto events = b.Poll(33).value();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, ProviderEvent::Kind::kNotice);
   EXPECT_EQ(events[0].sim_s, 30);
@@ -167,7 +167,7 @@ TEST_F(LocalProviderTest, AdoptFindsTheBoundariesOfNoticesGivenAtLaunch) {
     auto a = std::make_unique<LocalProvider>(Options(SleepNamedAfterInstance()));
     for (const std::string& id : ids) recorded.push_back(MustLaunch(*a, Spot(id, 1), 0));
     for (const InstanceView& v : recorded) ASSERT_TRUE(WaitExec(v));
-    auto events = a->Poll(0);
+    auto events = a->Poll(0).value();
     ASSERT_EQ(events.size(), 2u);
     recorded = Views(*a, ids);
     EXPECT_EQ(recorded[1].reclaim_s, 20);
@@ -178,7 +178,7 @@ TEST_F(LocalProviderTest, AdoptFindsTheBoundariesOfNoticesGivenAtLaunch) {
   for (const InstanceView& v : recorded) ASSERT_TRUE(b.Adopt(v, 5).ok()) << v.spec.id;
   // A notice at the launch names a boundary up to 20 s later: 10 s or 20 s.
   // On the fleet as adopted the rule takes b53 at 10 s and b52 at 20 s.
-  EXPECT_TRUE(b.Poll(5).empty());  // not given twice
+  EXPECT_TRUE(b.Poll(5).value().empty());  // not given twice
   std::vector<InstanceView> v = Views(b, ids);
   EXPECT_EQ(v[0].notice_s, -1);
   EXPECT_EQ(v[0].reclaim_s, -1);
@@ -188,12 +188,12 @@ TEST_F(LocalProviderTest, AdoptFindsTheBoundariesOfNoticesGivenAtLaunch) {
   ASSERT_EQ(action.first, 200) << action.second;
   EXPECT_EQ(json::parse(action.second)["time"], Iso8601Utc(kEpoch + 10 / kCompression));
 
-  auto events = b.Poll(10);
+  auto events = b.Poll(10).value();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, ProviderEvent::Kind::kPreempted);
   EXPECT_EQ(events[0].instance_id, ids[2]);
   EXPECT_EQ(events[0].sim_s, 10);
-  events = b.Poll(20);
+  events = b.Poll(20).value();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].instance_id, ids[1]);
   EXPECT_EQ(events[0].sim_s, 20);
@@ -220,7 +220,7 @@ TEST_F(LocalProviderTest, AdoptOfAGoneProcessIsNotFoundAndEnded) {
   EXPECT_EQ(v.state, InstanceState::kLost);
   EXPECT_EQ(v.ended_s, 12);
   EXPECT_FALSE(v.process_running);
-  EXPECT_TRUE(b.Poll(100).empty());  // a lost instance is neither reclaimed nor exits
+  EXPECT_TRUE(b.Poll(100).value().empty());  // a lost instance is neither reclaimed nor exits
 }
 
 TEST_F(LocalProviderTest, AdoptRefusesAProcessThatIsNotTheInstance) {

@@ -47,7 +47,7 @@ TEST_F(LocalProviderTest, OnDemandIsNeverReclaimed) {
   LocalProvider& p = Make(Options(Sleep()));
   InstanceView v = MustLaunch(p, OnDemand("i-00000000000000od1"), 55);
   EXPECT_EQ(v.reclaim_s, -1);
-  for (double now : {60.0, 100.0, 1e6}) EXPECT_TRUE(p.Poll(now).empty()) << now;
+  for (double now : {60.0, 100.0, 1e6}) EXPECT_TRUE(p.Poll(now).value().empty()) << now;
   auto seen = Find(p, v.spec.id);
   ASSERT_TRUE(seen);
   EXPECT_EQ(seen->state, InstanceState::kRunning);
@@ -68,8 +68,8 @@ TEST_F(LocalProviderTest, SpotGetsNoticeThenIsReclaimedAtTheBoundary) {
   EXPECT_EQ(before.first, 404) << before.second;
 
   // Zone a has no room from tick 5 (50 s): the notice comes 20 s before.
-  EXPECT_TRUE(p.Poll(29.5).empty());
-  auto notice = p.Poll(31);
+  EXPECT_TRUE(p.Poll(29.5).value().empty());
+  auto notice = p.Poll(31).value();
   ASSERT_EQ(notice.size(), 1u);
   EXPECT_EQ(notice[0].kind, ProviderEvent::Kind::kNotice);
   EXPECT_EQ(notice[0].instance_id, id);
@@ -83,10 +83,10 @@ TEST_F(LocalProviderTest, SpotGetsNoticeThenIsReclaimedAtTheBoundary) {
   ASSERT_TRUE(Find(p, id));
   EXPECT_EQ(Find(p, id)->notice_s, 30);
   EXPECT_EQ(Find(p, id)->reclaim_s, 50);
-  EXPECT_TRUE(p.Poll(49.9).empty());
+  EXPECT_TRUE(p.Poll(49.9).value().empty());
   EXPECT_EQ(Find(p, id)->state, InstanceState::kRunning);
 
-  auto reclaim = p.Poll(57);
+  auto reclaim = p.Poll(57).value();
   ASSERT_EQ(reclaim.size(), 1u);
   EXPECT_EQ(reclaim[0].kind, ProviderEvent::Kind::kPreempted);
   EXPECT_EQ(reclaim[0].sim_s, 50);
@@ -99,7 +99,7 @@ TEST_F(LocalProviderTest, SpotGetsNoticeThenIsReclaimedAtTheBoundary) {
   EXPECT_TRUE(later.empty());  // a reclaimed instance's death is no exit event
   EXPECT_FALSE(CheckProcess(Local(v).pid).running);
   EXPECT_TRUE(WaitFor([&] {
-    p.Poll(60);
+    p.Poll(60).value();
     return !fs::exists(LocalDir(id));
   }));
   EXPECT_EQ(ImdsGet(Local(v).metadata_port, kAction).first, -1);  // its endpoint is gone too
@@ -120,7 +120,7 @@ TEST_F(LocalProviderTest, OnePollFarAheadGivesEveryNoticeAndReclaimInOrder) {
   const std::vector<std::string> ids = {"i-00000000000000b01", "i-00000000000000b02",
                                         "i-00000000000000b03"};
   for (const std::string& id : ids) MustLaunch(p, Spot(id, 1), 0);
-  auto events = p.Poll(1000);
+  auto events = p.Poll(1000).value();
   const struct {
     ProviderEvent::Kind kind;
     const std::string& id;
@@ -149,11 +149,11 @@ TEST_F(LocalProviderTest, LaunchInsideTheNoticeWindowIsNoticedAtLaunch) {
   LocalProvider& p = Make(Options(Sleep()));
   InstanceView first = MustLaunch(p, Spot("i-00000000000000b11", 1), 0);
   // Alone, it fits the room for 2 at 10 s and for 1 at 20 s.
-  EXPECT_TRUE(p.Poll(0).empty());
+  EXPECT_TRUE(p.Poll(0).value().empty());
   InstanceView second = MustLaunch(p, Spot("i-00000000000000b12", 1), 5);  // 1 held < 3
   // At 20 s (room for 1) the newer goes. Its window opened at 0, before its
   // launch: the notice is at the launch.
-  auto events = p.Poll(5);
+  auto events = p.Poll(5).value();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, ProviderEvent::Kind::kNotice);
   EXPECT_EQ(events[0].instance_id, second.spec.id);
@@ -164,9 +164,9 @@ TEST_F(LocalProviderTest, LaunchInsideTheNoticeWindowIsNoticedAtLaunch) {
   EXPECT_EQ(Find(p, first.spec.id)->reclaim_s, -1);
   auto full = p.Launch(Spot("i-00000000000000b13", 1), 15);  // 2 held fill the room for 2
   EXPECT_EQ(full.status().code(), StatusCode::kUnavailable);
-  EXPECT_TRUE(p.Poll(19.9).empty());
+  EXPECT_TRUE(p.Poll(19.9).value().empty());
 
-  events = p.Poll(20);
+  events = p.Poll(20).value();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, ProviderEvent::Kind::kPreempted);
   EXPECT_EQ(events[0].instance_id, second.spec.id);
@@ -179,7 +179,7 @@ TEST_F(LocalProviderTest, LaunchInsideTheNoticeWindowIsNoticedAtLaunch) {
   // At 30 s there is room for 3 again, and none at 50 s: the notices of the
   // boundary at 50 s are due at 30 s, the one launched then gets it at once.
   InstanceView fourth = MustLaunch(p, Spot("i-00000000000000b15", 1), 30);
-  events = p.Poll(30);
+  events = p.Poll(30).value();
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].instance_id, first.spec.id);
   EXPECT_EQ(events[1].instance_id, fourth.spec.id);
@@ -187,7 +187,7 @@ TEST_F(LocalProviderTest, LaunchInsideTheNoticeWindowIsNoticedAtLaunch) {
     EXPECT_EQ(e.kind, ProviderEvent::Kind::kNotice);
     EXPECT_EQ(e.sim_s, 30);
   }
-  events = p.Poll(50);
+  events = p.Poll(50).value();
   ASSERT_EQ(events.size(), 2u);
   for (const ProviderEvent& e : events) {
     EXPECT_EQ(e.kind, ProviderEvent::Kind::kPreempted);
@@ -211,7 +211,7 @@ TEST_F(LocalProviderTest, PartialReclaimTakesOnlyTheNewestAndTheRestStayBilled) 
   // At 10 s one of the 3 is above the room for 2: the newest, b23 (noticed at
   // its launch, 2, since 10 - 20 < 2); at 20 s one of the 2 left is above the
   // room for 1: b22 (noticed at max(1, 20 - 20) = 1). b21 is never taken.
-  auto events = p.Poll(5);
+  auto events = p.Poll(5).value();
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].kind, ProviderEvent::Kind::kNotice);
   EXPECT_EQ(events[0].instance_id, ids[1]);
@@ -227,26 +227,26 @@ TEST_F(LocalProviderTest, PartialReclaimTakesOnlyTheNewestAndTheRestStayBilled) 
   EXPECT_EQ(ImdsGet(Local(launched[1]).metadata_port, kAction).first, 200);
   EXPECT_EQ(ImdsGet(Local(launched[2]).metadata_port, kAction).first, 200);
 
-  events = p.Poll(10);
+  events = p.Poll(10).value();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, ProviderEvent::Kind::kPreempted);
   EXPECT_EQ(events[0].instance_id, ids[2]);
   EXPECT_EQ(events[0].sim_s, 10);
   full = p.Launch(Spot("i-00000000000000b25", 1), 12);  // 2 held fill the room for 2
   EXPECT_EQ(full.status().code(), StatusCode::kUnavailable);
-  events = p.Poll(20);
+  events = p.Poll(20).value();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, ProviderEvent::Kind::kPreempted);
   EXPECT_EQ(events[0].instance_id, ids[1]);
   EXPECT_EQ(events[0].sim_s, 20);
-  EXPECT_TRUE(p.Poll(29).empty());  // room for 3 at 30 s and 40 s
+  EXPECT_TRUE(p.Poll(29).value().empty());  // room for 3 at 30 s and 40 s
 
   // The survivor runs on, billed (not ended), without a notice; the others'
   // processes are killed and their disks go.
   ASSERT_TRUE(WaitProcessGone(p, ids[1], 29));
   ASSERT_TRUE(WaitProcessGone(p, ids[2], 29));
   EXPECT_TRUE(WaitFor([&] {
-    EXPECT_TRUE(p.Poll(29).empty());
+    EXPECT_TRUE(p.Poll(29).value().empty());
     return !fs::exists(LocalDir(ids[1])) && !fs::exists(LocalDir(ids[2]));
   }));
   v = Views(p, ids);
@@ -266,8 +266,8 @@ TEST_F(LocalProviderTest, BidBelowThePriceIsReclaimedAndALowBidIsRefused) {
   InstanceView low = MustLaunch(p, Spot("i-00000000000000d01", 3, 1.0), 0);
   InstanceView none = MustLaunch(p, Spot("i-00000000000000d02", 3), 0);  // no bid
   // At 30 s the price (1.5) is above the bid of 1.0: noticed at 30 - 20 = 10.
-  EXPECT_TRUE(p.Poll(9.9).empty());
-  auto events = p.Poll(10);
+  EXPECT_TRUE(p.Poll(9.9).value().empty());
+  auto events = p.Poll(10).value();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, ProviderEvent::Kind::kNotice);
   EXPECT_EQ(events[0].instance_id, low.spec.id);
@@ -275,13 +275,13 @@ TEST_F(LocalProviderTest, BidBelowThePriceIsReclaimedAndALowBidIsRefused) {
   EXPECT_EQ(Find(p, low.spec.id)->reclaim_s, 30);
   // A bid of 1.0 at 25 s is accepted (0.9 $/h then), and noticed at once.
   InstanceView late = MustLaunch(p, Spot("i-00000000000000d03", 3, 1.0), 25);
-  events = p.Poll(25);
+  events = p.Poll(25).value();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, ProviderEvent::Kind::kNotice);
   EXPECT_EQ(events[0].instance_id, late.spec.id);
   EXPECT_EQ(events[0].sim_s, 25);
 
-  events = p.Poll(30);
+  events = p.Poll(30).value();
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].kind, ProviderEvent::Kind::kPreempted);
   EXPECT_EQ(events[0].instance_id, low.spec.id);
@@ -299,7 +299,7 @@ TEST_F(LocalProviderTest, BidBelowThePriceIsReclaimedAndALowBidIsRefused) {
       << refused.status().ToString();
   EXPECT_FALSE(Find(p, "i-00000000000000d04"));
   MustLaunch(p, Spot("i-00000000000000d05", 3, 1.5), 35);
-  EXPECT_TRUE(p.Poll(60).empty());  // 1.5 $/h up to the traces' end
+  EXPECT_TRUE(p.Poll(60).value().empty());  // 1.5 $/h up to the traces' end
   EXPECT_EQ(Find(p, "i-00000000000000d05")->state, InstanceState::kRunning);
   EXPECT_EQ(Find(p, none.spec.id)->state, InstanceState::kRunning);
 }
@@ -310,7 +310,7 @@ TEST_F(LocalProviderTest, NoticedInstanceIsReclaimedEvenAfterAnotherWasTerminate
   InstanceView older = MustLaunch(p, Spot("i-00000000000000b31", 1), 0);
   InstanceView newer = MustLaunch(p, Spot("i-00000000000000b32", 1), 0);
   // 10 s holds both; at 20 s the newer is above the room for 1: noticed at 0.
-  auto events = p.Poll(0);
+  auto events = p.Poll(0).value();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, ProviderEvent::Kind::kNotice);
   EXPECT_EQ(events[0].instance_id, newer.spec.id);
@@ -321,9 +321,9 @@ TEST_F(LocalProviderTest, NoticedInstanceIsReclaimedEvenAfterAnotherWasTerminate
   // at 20 s (the noticed one counts as gone): it fits the room for 1.
   ASSERT_TRUE(p.Terminate(older.spec.id, 5).ok());
   InstanceView third = MustLaunch(p, Spot("i-00000000000000b33", 1), 6);
-  EXPECT_TRUE(p.Poll(19).empty());  // 10 s: 2 held, room for 2
+  EXPECT_TRUE(p.Poll(19).value().empty());  // 10 s: 2 held, room for 2
   EXPECT_EQ(ImdsGet(Local(newer).metadata_port, kAction).first, 200);
-  events = p.Poll(20);
+  events = p.Poll(20).value();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, ProviderEvent::Kind::kPreempted);
   EXPECT_EQ(events[0].instance_id, newer.spec.id);
@@ -340,7 +340,7 @@ TEST_F(LocalProviderTest, SpotIsReclaimedWhenTheTracesEnd) {
   // Zone b has room for 3 up to tick 11; past the traces (120 s) none.
   LocalProvider& p = Make(Options(Sleep()));
   InstanceView v = MustLaunch(p, Spot("i-00000000000000b41", 1), 60);
-  auto events = p.Poll(1000);
+  auto events = p.Poll(1000).value();
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].kind, ProviderEvent::Kind::kNotice);
   EXPECT_EQ(events[0].sim_s, 100);

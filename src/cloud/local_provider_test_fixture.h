@@ -201,7 +201,8 @@ class LocalProviderTest : public ::testing::Test {
   bool WaitProcessGone(LocalProvider& p, const std::string& id, double now_s,
                        std::vector<ProviderEvent>* events = nullptr) {
     return WaitFor([&] {
-      for (ProviderEvent& e : p.Poll(now_s)) {
+      std::vector<ProviderEvent> polled = p.Poll(now_s).value();
+      for (ProviderEvent& e : polled) {
         if (events) events->push_back(std::move(e));
       }
       auto v = Find(p, id);

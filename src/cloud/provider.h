@@ -76,8 +76,14 @@ class Provider {
   // Every instance launched or adopted, live and ended.
   virtual std::vector<InstanceView> List() const = 0;
   // Advances the provider's world to now_s: notices, reclaims and exits that
-  // happened by then, in time order.
-  virtual std::vector<ProviderEvent> Poll(double now_s) = 0;
+  // happened by then, in time order. An error when the provider could not
+  // look (Unavailable: the cloud's describe API or the scheduler did not
+  // answer), again at every Poll until one can look (a provider that looks
+  // once an interval answers with its last look's error in between);
+  // nothing is lost: what happened is reported by the next Poll that can
+  // look. The caller decides how long an outage it tolerates (the
+  // controller: controller.provider_outage_s).
+  virtual Result<std::vector<ProviderEvent>> Poll(double now_s) = 0;
   // Takes over an instance recorded by an earlier controller process (after
   // a restart). NotFound when it is gone (it then counts as ended at now_s).
   virtual Status Adopt(const InstanceView& recorded, double now_s) = 0;

@@ -287,20 +287,23 @@ void SlurmProvider::Apply(Instance& inst, const SlurmJobState& s, double now_s,
                                  how, s.reason)});
 }
 
-std::vector<ProviderEvent> SlurmProvider::Poll(double now_s) {
+Result<std::vector<ProviderEvent>> SlurmProvider::Poll(double now_s) {
   std::vector<ProviderEvent> events;
-  if (now_s - last_poll_s_ < opt_.poll_interval_s) return events;
+  if (now_s - last_poll_s_ < opt_.poll_interval_s) {
+    if (!last_poll_error_.ok()) return last_poll_error_;
+    return events;
+  }
   std::vector<std::string> ids;
   for (const auto& [id, inst] : instances_) {
     if (inst.view.state == InstanceState::kRunning) ids.push_back(inst.job_id);
   }
   last_poll_s_ = now_s;
+  last_poll_error_ = Status::Ok();
   if (ids.empty()) return events;
   Result<std::map<std::string, SlurmJobState>> jobs = Query(ids);
-  if (!jobs.ok()) {
-    spdlog::warn("Slurm poll: {}", jobs.status().message());
-    return events;
-  }
+  // The cluster did not answer: what happened meanwhile is seen at the next
+  // poll that gets an answer (the caller decides how long to wait for one).
+  if (!jobs.ok()) return last_poll_error_ = jobs.status().WithContext("Slurm poll");
   for (auto& [id, inst] : instances_) {
     if (inst.view.state != InstanceState::kRunning) continue;
     auto it = jobs->find(inst.job_id);

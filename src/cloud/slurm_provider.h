@@ -106,7 +106,7 @@ class SlurmProvider final : public Provider {
   Result<InstanceView> Launch(const InstanceSpec& spec, double now_s) override;
   Status Terminate(const std::string& id, double now_s) override;
   std::vector<InstanceView> List() const override;
-  std::vector<ProviderEvent> Poll(double now_s) override;
+  Result<std::vector<ProviderEvent>> Poll(double now_s) override;
   Status Adopt(const InstanceView& recorded, double now_s) override;
 
   // Slurm commands run so far (sbatch, squeue, sacct, scancel).
@@ -130,6 +130,9 @@ class SlurmProvider final : public Provider {
   TempDir scratch_;
   std::map<std::string, Instance> instances_;
   double last_poll_s_ = -1e300;
+  // The last poll's error (OK when it got an answer): a Poll inside the
+  // interval returns it again, since the fleet is still unseen.
+  Status last_poll_error_;
   int64_t cli_calls_ = 0;
   bool accounting_ = true;  // until sacct says it is disabled
 };

@@ -211,7 +211,8 @@ class SlurmProviderTest : public ::testing::Test {
       Provider& p, const std::function<bool(const std::vector<ProviderEvent>&)>& done) {
     std::vector<ProviderEvent> all;
     for (double until = WallNow() + 60; WallNow() < until;) {
-      for (ProviderEvent& e : p.Poll(Now())) all.push_back(std::move(e));
+      std::vector<ProviderEvent> polled = p.Poll(Now()).value();
+      for (ProviderEvent& e : polled) all.push_back(std::move(e));
       if (done(all)) return all;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
@@ -294,7 +295,7 @@ TEST_F(SlurmProviderTest, LaunchesTwoInstancesOnTwoNodesListsAndTerminates) {
   EXPECT_NE(*node_a, *node_b) << "both jobs ran on " << *node_a;
   EXPECT_TRUE(*node_a == "node1\n" || *node_a == "node2\n") << *node_a;
 
-  std::vector<ProviderEvent> none = p->Poll(Now());
+  std::vector<ProviderEvent> none = p->Poll(Now()).value();
   EXPECT_TRUE(none.empty()) << none.front().detail;
   std::vector<InstanceView> list = p->List();
   ASSERT_EQ(list.size(), 2u);
@@ -311,7 +312,7 @@ TEST_F(SlurmProviderTest, LaunchesTwoInstancesOnTwoNodesListsAndTerminates) {
   EXPECT_EQ(p->Terminate("i-zz", Now()).code(), StatusCode::kNotFound);
   EXPECT_EQ(WaitForJobState(job_a, "CANCELLED"), "CANCELLED");
   // Our own cancellation is no event; the other instance still runs.
-  std::vector<ProviderEvent> after = p->Poll(Now());
+  std::vector<ProviderEvent> after = p->Poll(Now()).value();
   EXPECT_TRUE(after.empty()) << after.front().detail;
   EXPECT_EQ(ViewOf(*p, "i-b").state, InstanceState::kRunning);
 }
@@ -373,7 +374,7 @@ TEST_F(SlurmProviderTest, AdoptsAfterARestartAndFindsEndedJobsGone) {
   ASSERT_NE(first, nullptr);
   ASSERT_TRUE(first->Launch({.id = "i-keep"}, Now()).ok());
   ASSERT_TRUE(WaitForFile(Local("i-keep", "node")));
-  ASSERT_TRUE(first->Poll(Now()).empty());
+  ASSERT_TRUE(first->Poll(Now()).value().empty());
   const InstanceView recorded = ViewOf(*first, "i-keep");
   first.reset();  // the controller "restarts": the job runs on
 
@@ -384,7 +385,7 @@ TEST_F(SlurmProviderTest, AdoptsAfterARestartAndFindsEndedJobsGone) {
   EXPECT_EQ(v.state, InstanceState::kRunning);
   EXPECT_TRUE(v.process_running);
   EXPECT_EQ(v.launched_s, recorded.launched_s);
-  EXPECT_TRUE(second->Poll(Now()).empty());
+  EXPECT_TRUE(second->Poll(Now()).value().empty());
   ASSERT_TRUE(second->Terminate("i-keep", Now()).ok());
   const std::string job = *DecodeSlurmInstanceData(recorded.provider_data);
   ASSERT_EQ(WaitForJobState(job, "CANCELLED"), "CANCELLED");
@@ -442,9 +443,9 @@ TEST_F(SlurmProviderTest, AJobThatCannotStartIsReportedWithSlurmsReason) {
     if (q.ok()) reason = q->out.substr(0, q->out.find('\n'));
   }
   ASSERT_EQ(reason, "Resources");
-  EXPECT_TRUE(p->Poll(Now()).empty());
+  EXPECT_TRUE(p->Poll(Now()).value().empty());
   EXPECT_FALSE(ViewOf(*p, "i-3").process_running);
-  std::vector<ProviderEvent> ev = p->Poll(Now() + 1001);  // past the start timeout
+  std::vector<ProviderEvent> ev = p->Poll(Now() + 1001).value();  // past the start timeout
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].kind, ProviderEvent::Kind::kPreempted);
   EXPECT_EQ(ev[0].instance_id, "i-3");

@@ -625,14 +625,8 @@ Result<std::string> LoadOrCreateToken(const std::string& path) {
 Result<std::unique_ptr<ApiServer>> ApiServer::Start(
     JobStore* store, const ApiOptions& options, std::function<Status(const std::string&)> cancel) {
   if (store == nullptr) return InvalidArgumentError("API server: no job store");
-  if (!IsLoopbackHost(options.host)) {
-    return InvalidArgumentError(fmt::format(
-        "API server: host \"{}\" is not a loopback address (127.x.x.x, ::1 or localhost)",
-        options.host));
-  }
-  if (options.port < 0 || options.port > 65535) {
-    return InvalidArgumentError(fmt::format("API server: port {} out of range", options.port));
-  }
+  SPOT_RETURN_IF_ERROR(
+      CheckListenAddress("API server", options.host, options.port, options.reachable_from_network));
   SPOT_ASSIGN_OR_RETURN(std::string token, LoadOrCreateToken(options.token_path));
   auto server =
       std::make_unique<HttpApiServer>(store, options.host, std::move(token), std::move(cancel),

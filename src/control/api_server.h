@@ -1,4 +1,6 @@
-// The controller's HTTP API, on loopback only. JSON in and out.
+// The controller's HTTP API, on loopback (and, for instances on another
+// network, on the one address the job names: controller.advertise_host).
+// JSON in and out.
 // The whole contract, with every schema and status, is docs/openapi.yaml,
 // built into the server and served at GET /api/v1/openapi.yaml.
 //   GET  /api/v1/healthz                 -> {"ok":true}
@@ -51,8 +53,13 @@ struct ApiPages {
 using ReportHandler = std::function<Status(const std::string& job_id, const std::string& body)>;
 
 struct ApiOptions {
-  std::string host = "127.0.0.1";  // refused unless a loopback address
-  int port = 0;                    // 0: any free port
+  std::string host = "127.0.0.1";  // refused unless a loopback address, or:
+  // Allows `host` to be one address of this machine on a network (the
+  // controller's advertise_host, where instances elsewhere send reports);
+  // a wildcard ("0.0.0.0", "::", "") is refused all the same. Mutations
+  // need the token there as on loopback.
+  bool reachable_from_network = false;
+  int port = 0;  // 0: any free port
   // Created with 32 random bytes as 64 hex digits, mode 0600, when absent;
   // read when present (so a restarted controller keeps its token).
   std::string token_path;
@@ -71,7 +78,7 @@ class ApiServer {
                                                   std::function<Status(const std::string&)> cancel);
   virtual ~ApiServer() = default;
   virtual int port() const = 0;
-  virtual std::string url() const = 0;  // "http://127.0.0.1:PORT"
+  virtual std::string url() const = 0;  // "http://HOST:PORT"
   virtual const std::string& token() const = 0;
 };
 

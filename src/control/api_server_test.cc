@@ -577,6 +577,37 @@ TEST_F(ApiServerTest, RefusesNonLoopbackHosts) {
   EXPECT_EQ(r->status, 200);
 }
 
+// For instances on another network the API listens on the one address the
+// job advertises, never on every address, and a mutation there needs the
+// token as on loopback (127.0.0.3 stands for the advertised address).
+TEST_F(ApiServerTest, ReachableFromTheNetworkOnOneNamedAddressWithTheToken) {
+  for (const char* host : {"0.0.0.0", "::", ""}) {
+    ApiOptions options;
+    options.host = host;
+    options.reachable_from_network = true;
+    options.token_path = token_path_;
+    auto s = ApiServer::Start(store_, options, nullptr);
+    ASSERT_FALSE(s.ok()) << host;
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << host;
+    EXPECT_NE(s.status().message().find("every address"), std::string::npos) << host;
+  }
+  ApiOptions options;
+  options.host = "127.0.0.3";
+  options.reachable_from_network = true;
+  options.token_path = token_path_;
+  auto s = ApiServer::Start(store_, options, [](const std::string&) { return Status::Ok(); });
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ((*s)->url(), "http://127.0.0.3:" + std::to_string((*s)->port()));
+  httplib::Client c((*s)->url());
+  auto none = c.Post("/api/v1/jobs/train/cancel", "", "text/plain");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 401);
+  auto ok = c.Post("/api/v1/jobs/train/cancel", {{"Authorization", "Bearer " + (*s)->token()}}, "",
+                   "text/plain");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 202) << ok->body;
+}
+
 TEST_F(ApiServerTest, TokenFileIsCreatedPrivateAndReused) {
   struct stat st {};
   ASSERT_EQ(stat(token_path_.c_str(), &st), 0);

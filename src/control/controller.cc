@@ -184,8 +184,35 @@ Status Controller::Impl::Resume() {
   return Event(now, "resume", "", fmt::format("{} instances adopted", adopted));
 }
 
+void Controller::Impl::ProviderOutage(const Status& error) {
+  const double mono = d.clock->MonotonicS();
+  const double limit = spec.controller.provider_outage_s;
+  if (provider_down_since < 0) {
+    provider_down_since = mono;
+    spdlog::warn("job {}: the provider cannot see the fleet: {}; waiting up to {:.0f} s", id,
+                 error.message(), limit);
+  }
+  const double down = mono - provider_down_since;
+  if (down < limit || !provider_failed.empty()) return;
+  provider_failed = fmt::format(
+      "the provider could not see the fleet for {:.0f} s (controller.provider_outage_s {:.0f}): {}",
+      down, limit, error.message());
+}
+
 Status Controller::Impl::PollProvider(double now) {
-  for (const cloud::ProviderEvent& e : d.provider->Poll(now)) {
+  Result<std::vector<cloud::ProviderEvent>> polled = d.provider->Poll(now);
+  if (!polled.ok()) {
+    ProviderOutage(polled.status());
+    return Status::Ok();
+  }
+  if (provider_down_since >= 0) {
+    const std::string what = fmt::format("the provider saw the fleet again after {:.0f} s",
+                                         d.clock->MonotonicS() - provider_down_since);
+    spdlog::info("job {}: {}", id, what);
+    provider_down_since = -1;
+    SPOT_RETURN_IF_ERROR(Event(now, "provider-outage", "", what));
+  }
+  for (const cloud::ProviderEvent& e : *polled) {
     auto it = instances.find(e.instance_id);
     if (it == instances.end()) continue;
     InstanceRecord& r = it->second;
@@ -404,8 +431,9 @@ Result<JobOutcome> Controller::Impl::Loop() {
       if (WallNow() - done_reported_wall < spec.controller.terminate_grace_s) progress.done = false;
     }
     SPOT_RETURN_IF_ERROR(PollProvider(now));
-    if (!program_failed.empty()) {
-      SPOT_RETURN_IF_ERROR(Finish(JobState::kFailed, program_failed, now));
+    if (!program_failed.empty() || !provider_failed.empty()) {
+      SPOT_RETURN_IF_ERROR(Finish(JobState::kFailed,
+                                  program_failed.empty() ? provider_failed : program_failed, now));
       break;
     }
     if (cancel.load()) {

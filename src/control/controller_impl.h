@@ -79,6 +79,9 @@ struct Controller::Impl {
   std::set<std::string> replaced_stragglers;  // instances terminated as stragglers
   bool program_finished = false;              // a command workload's program exited 0 (not stopped)
   std::string program_failed;                 // why the job fails: its program's failures ran out
+  double provider_down_since = -1;            // monotonic s of the first failed Poll of an outage
+  std::string provider_failed;                // why the job fails: the provider's outage outlasted
+                                              // controller.provider_outage_s
 
   double WallNow() const { return d.clock->NowUnixS(); }
   // Simulated now: the wall clock since the job's epoch, never before a time
@@ -169,6 +172,9 @@ struct Controller::Impl {
   Status AdoptInstance(const cloud::InstanceView& v, double* now);
   Status ReplayDecisions();
   Status PollProvider(double now);
+  // A Poll that failed: waited out up to controller.provider_outage_s of
+  // wall time, then the job fails (provider_failed) naming `error`.
+  void ProviderOutage(const Status& error);
   Status ReconcileTick(int64_t t);
   Status EnsureFleet(double now);
   Status Launch(const fleet::PoolRef& pool, double max_price, double now);

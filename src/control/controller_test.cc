@@ -151,7 +151,7 @@ class CrashingProvider final : public cloud::Provider {
     return inner_->Terminate(id, now_s);
   }
   std::vector<cloud::InstanceView> List() const override { return inner_->List(); }
-  std::vector<cloud::ProviderEvent> Poll(double now_s) override {
+  Result<std::vector<cloud::ProviderEvent>> Poll(double now_s) override {
     if (armed_) throw SimulatedCrash{};
     return inner_->Poll(now_s);
   }
@@ -598,7 +598,7 @@ TEST_F(ControllerTest, CancelFromAnotherThreadTerminatesEverything) {
   EXPECT_TRUE(live->empty());
   for (const cloud::InstanceView& v : p.List()) EXPECT_NE(v.state, cloud::InstanceState::kRunning);
   EXPECT_TRUE(WaitFor([&] {
-    p.Poll(out->sim_hours * 3600);
+    (void)p.Poll(out->sim_hours * 3600);
     for (const cloud::InstanceView& v : p.List()) {
       if (v.process_running) return false;
     }

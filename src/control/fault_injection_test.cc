@@ -398,8 +398,35 @@ TEST_F(FaultInjectionTest, ProviderErrorsAndSlownessForStretches) {
     CheckInvariants(out, {.late_news_s = 0.5 * kHour + kInterval});
     EXPECT_GT(faulty.counts().failed_calls, 0);
     EXPECT_GT(faulty.counts().slow_calls, 0);
+    // The half-hour describe outage, shorter than controller.provider_outage_s,
+    // was waited out and recorded once.
+    EXPECT_EQ(EventCount("provider-outage"), 1);
     if (out.ok()) Report("provider errors", seed, *out);
   }
+}
+
+// The provider cannot see the fleet (its describe API down) from hour 10 on,
+// longer than controller.provider_outage_s (2 hours): the job fails then,
+// naming the provider's error, and its fleet (terminations still work) is
+// terminated and billed until then.
+TEST_F(FaultInjectionTest, AProviderOutageLongerThanItsLimitFailsTheJobWithTheProvidersError) {
+  Market(260, Days(), 2);
+  spec_.controller.provider_outage_s = 2 * kHour;
+  cloud::FaultyProvider faulty({
+      .inner = &World(),
+      .faults = {{ProviderCall::kPoll, 10 * kHour, 30 * kDay,
+                  UnavailableError("RequestLimitExceeded: describe throttled")}},
+  });
+  auto out = Run(&faulty, &clock_, spec_.deadline_hours * kHour);
+  CheckInvariants(out, {.state = JobState::kFailed,
+                        .reason = "RequestLimitExceeded: describe throttled",
+                        .late_news_s = 2 * kHour + 2 * kInterval});
+  ASSERT_TRUE(out.ok());
+  EXPECT_NE(out->message.find("controller.provider_outage_s"), std::string::npos) << out->message;
+  // It failed at the limit: 10 hours, then 2 of outage (a reconcile pass late at most).
+  EXPECT_GE(out->sim_hours, 12 - 1e-9);
+  EXPECT_LE(out->sim_hours, 12 + 2 * kInterval / kHour);
+  EXPECT_EQ(EventCount("provider-outage"), 0);  // never seen again
 }
 
 // Cancelled while the provider refuses every termination for 45 minutes: the

@@ -17,6 +17,7 @@
 
 #include "control/controller.h"
 #include "control/dashboard_data.h"
+#include "core/number_text.h"
 #include "market/hazard.h"
 #include "monitor/metrics.h"
 #include "monitor/tensorboard.h"
@@ -42,6 +43,24 @@ struct BusyTracker {
 }  // namespace
 
 std::string MetricsPortKey(const std::string& instance_id) { return "metrics_port/" + instance_id; }
+
+std::string MetricsAddressKey(const std::string& job, const std::string& instance_id) {
+  return job + "/metrics_address/" + instance_id;
+}
+
+Result<std::pair<std::string, int>> ParseMetricsAddress(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  std::string host = colon == std::string::npos ? "" : text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  auto port = ParseInteger(colon == std::string::npos ? "" : text.substr(colon + 1));
+  if (host.empty() || !port.ok() || *port < 1 || *port > 65535) {
+    return InvalidArgumentError(
+        fmt::format("metrics address '{}': expected HOST:PORT with a port in 1..65535", text));
+  }
+  return std::pair{host, static_cast<int>(*port)};
+}
 
 double PreemptionRisk(const market::Trace& trace, int64_t abs_tick, int nodes, double horizon_h) {
   if (abs_tick <= 0 || abs_tick >= trace.ticks()) return -1;
@@ -90,6 +109,9 @@ struct JobMonitor::Impl {
   std::map<std::string, double> counted;  // counter key -> value already added
   std::map<std::string, BusyTracker> busy_by_instance;
   std::map<std::string, int> metrics_ports;  // instance -> its worker's /metrics port
+  // instance -> where its worker serves /metrics, as it published it
+  std::map<std::string, std::pair<std::string, int>> metrics_at;
+  std::map<std::string, bool> refused;  // instance -> a bad port or address was logged
   std::vector<double> pool_risk;
   int64_t risk_tick = -1;
   int64_t epochs_recorded = -1;
@@ -177,11 +199,48 @@ struct JobMonitor::Impl {
   }
 
   void ScrapeWorkers(const std::vector<InstanceRecord>& live, const JobRecord& job, double wall);
+  // Where the instance's worker serves /metrics: the address it published,
+  // else 127.0.0.1 at the port the store holds; nullopt when neither is
+  // known yet, or what is known is not an address (logged once).
+  std::optional<std::pair<std::string, int>> MetricsEndpoint(const std::string& id);
   void RecordEpochs(const TrainingProgress& p, const std::vector<EventRecord>& events,
                     double now_s);
   void WriteCost(const TrainingProgress& p, double usd);
   Status Refresh();
 };
+
+std::optional<std::pair<std::string, int>> JobMonitor::Impl::MetricsEndpoint(
+    const std::string& id) {
+  // Both are fixed at the worker's start: kept once known.
+  if (auto it = metrics_at.find(id); it != metrics_at.end()) return it->second;
+  if (o.metrics_address) {
+    if (const std::string published = o.metrics_address(id); !published.empty()) {
+      auto parsed = ParseMetricsAddress(published);
+      if (parsed.ok()) return metrics_at[id] = *parsed;
+      if (!refused[id]) spdlog::warn("instance {}: {}; not scraped", id, parsed.status().message());
+      refused[id] = true;
+      return std::nullopt;
+    }
+  }
+  int& port = metrics_ports[id];
+  if (port <= 0) {
+    auto text = o.store->GetValue(o.spec.name, MetricsPortKey(id));
+    if (!text.ok() || !*text) return std::nullopt;
+    auto parsed = ParseInteger(**text);
+    if (!parsed.ok() || *parsed < 1 || *parsed > 65535) {
+      if (!refused[id]) {
+        spdlog::warn(
+            "instance {}: metrics port '{}' in the job store is not a port (1..65535); "
+            "not scraped",
+            id, **text);
+      }
+      refused[id] = true;
+      return std::nullopt;
+    }
+    port = static_cast<int>(*parsed);
+  }
+  return std::pair<std::string, int>{"127.0.0.1", port};
+}
 
 void JobMonitor::Impl::ScrapeWorkers(const std::vector<InstanceRecord>& live, const JobRecord& job,
                                      double wall) {
@@ -190,20 +249,18 @@ void JobMonitor::Impl::ScrapeWorkers(const std::vector<InstanceRecord>& live, co
   std::map<std::string, bool> alive;
   for (const InstanceRecord& r : live) {
     alive[r.id] = true;
-    // A worker's port is fixed at its launch: looked up once.
-    int& port = metrics_ports[r.id];
-    if (port <= 0) {
-      auto port_text = o.store->GetValue(o.spec.name, MetricsPortKey(r.id));
-      if (port_text.ok() && *port_text) port = std::atoi((*port_text)->c_str());
-    }
-    if (port <= 0) continue;
-    targets_json.push_back({{"targets", {fmt::format("127.0.0.1:{}", port)}},
-                            {"labels",
-                             {{"spot_job", o.spec.name},
-                              {"spot_instance", r.id},
-                              {"pool", r.zone_name},
-                              {"lifecycle", Lifecycle(r.spot)}}}});
-    httplib::Client client("127.0.0.1", port);
+    const std::optional<std::pair<std::string, int>> at = MetricsEndpoint(r.id);
+    if (!at) continue;
+    const auto& [host, port] = *at;
+    const bool v6 = host.find(':') != std::string::npos;
+    targets_json.push_back(
+        {{"targets", {fmt::format("{}{}{}:{}", v6 ? "[" : "", host, v6 ? "]" : "", port)}},
+         {"labels",
+          {{"spot_job", o.spec.name},
+           {"spot_instance", r.id},
+           {"pool", r.zone_name},
+           {"lifecycle", Lifecycle(r.spot)}}}});
+    httplib::Client client(host, port);
     client.set_connection_timeout(0, 300000);
     client.set_read_timeout(0, 500000);
     auto res = client.Get("/metrics");
@@ -233,6 +290,8 @@ void JobMonitor::Impl::ScrapeWorkers(const std::vector<InstanceRecord>& live, co
     b.last_compute = *compute;
   }
   std::erase_if(metrics_ports, [&](const auto& kv) { return !alive.count(kv.first); });
+  std::erase_if(metrics_at, [&](const auto& kv) { return !alive.count(kv.first); });
+  std::erase_if(refused, [&](const auto& kv) { return !alive.count(kv.first); });
   // Instances gone since the last scrape: their last tick is complete.
   for (auto it = busy_by_instance.begin(); it != busy_by_instance.end();) {
     if (alive.count(it->first)) {

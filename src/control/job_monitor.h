@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "control/job_store.h"
@@ -36,6 +37,11 @@ struct JobMonitorOptions {
   std::string tensorboard_dir;              // where cost scalars go ("" = none)
   // Wall time (NowUnixS) comes from here; nullptr: the real clock.
   Clock* clock = nullptr;
+  // Where an instance's worker serves /metrics, "HOST:PORT" as the worker
+  // published it (MetricsAddressKey in the rendezvous: its address toward
+  // the rendezvous, so instances on another network are scraped there);
+  // "" or unset: not published, 127.0.0.1 at the port the store holds.
+  std::function<std::string(const std::string& instance_id)> metrics_address;
 };
 
 class JobMonitor {
@@ -50,7 +56,7 @@ class JobMonitor {
   void ObserveReconcile(double seconds);
 
   std::string MetricsText() const;
-  // [{"targets":["127.0.0.1:PORT"],"labels":{...}}] for the live workers.
+  // [{"targets":["HOST:PORT"],"labels":{...}}] for the live workers.
   std::string TargetsJson() const;
   // The dashboard's data (docs/monitor.md); `live` tells the page to keep polling.
   Result<std::string> DashboardJson(bool live) const;
@@ -62,6 +68,15 @@ class JobMonitor {
 
 // The job-store key under which a worker's metrics port is kept.
 std::string MetricsPortKey(const std::string& instance_id);
+
+// The rendezvous key under which an instance's worker (or agent) publishes
+// where it serves /metrics ("HOST:PORT", HOST in brackets when IPv6).
+std::string MetricsAddressKey(const std::string& job, const std::string& instance_id);
+
+// A "HOST:PORT" as published under MetricsAddressKey (brackets taken off an
+// IPv6 host). InvalidArgument naming the text when it is not one (no host,
+// a port that is not an integer in 1..65535).
+Result<std::pair<std::string, int>> ParseMetricsAddress(const std::string& text);
 
 // The probability that a gang of `nodes` spot instances entering the pool at
 // `abs_tick` is reclaimed within `horizon_h` hours: 1 - S(a + h) / S(a), with

@@ -11,6 +11,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "control/dashboard_data.h"
@@ -88,7 +90,7 @@ class JobMonitorTest : public ::testing::Test {
                     .ok());
   }
 
-  JobMonitor Monitor() {
+  JobMonitor Monitor(std::function<std::string(const std::string&)> metrics_address = {}) {
     return JobMonitor({.spec = spec_,
                        .store = store_.get(),
                        .zones = {&zones_[0], &zones_[1]},
@@ -96,7 +98,8 @@ class JobMonitorTest : public ::testing::Test {
                        .progress_path = (dir_ / "progress.json").string(),
                        .epochs = 2,
                        .tensorboard_dir = (dir_ / "tensorboard").string(),
-                       .clock = &clock_});
+                       .clock = &clock_,
+                       .metrics_address = std::move(metrics_address)});
   }
   void Launch(const std::string& id, int zone, double at_s) {
     ASSERT_TRUE(store_
@@ -221,6 +224,70 @@ TEST_F(JobMonitorTest, ScrapesWorkersForUtilizationPerTick) {
   EXPECT_EQ(targets[0]["targets"][0], "127.0.0.1:" + std::to_string((*server)->port()));
   EXPECT_EQ(targets[0]["labels"]["pool"], "zone-a");
   EXPECT_EQ(targets[0]["labels"]["lifecycle"], "spot");
+}
+
+// A worker on another network publishes where it serves /metrics (its
+// address toward the rendezvous): the monitor scrapes it there, not at
+// 127.0.0.1 (here 127.0.0.2, where nothing else listens on that port).
+TEST_F(JobMonitorTest, ScrapesAWorkerAtTheAddressItPublished) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  prometheus::Counter& compute =
+      monitor::AddCounter(*registry, "spot_train_compute_seconds_total", "busy").Add({});
+  auto server = monitor::MetricsServer::Start(registry, {.host = "127.0.0.2"});
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const std::string at = "127.0.0.2:" + std::to_string((*server)->port());
+  std::map<std::string, std::string> published;
+  JobMonitor m = Monitor([&](const std::string& id) { return published[id]; });
+  Launch("i-r", 0, 0);
+  clock_.AdvanceTo(kEpoch);
+  ASSERT_TRUE(m.Refresh().ok());
+  EXPECT_EQ(json::parse(m.TargetsJson()).size(), 0u);  // nothing known yet
+  published["i-r"] = at;
+  for (double t : {0.5, 1.0}) {
+    compute.Increment(0.25);
+    clock_.AdvanceTo(kEpoch + t);
+    ASSERT_TRUE(m.Refresh().ok());
+  }
+  json targets = json::parse(m.TargetsJson());
+  ASSERT_EQ(targets.size(), 1u);
+  EXPECT_EQ(targets[0]["targets"][0], at);
+  auto parsed = monitor::ParseText(m.MetricsText());
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_NEAR(*parsed->Value("spot_worker_busy_ratio", {{"worker_id", "i-r"}}), 0.5, 1e-9);
+}
+
+// What the store or the rendezvous holds is parsed strictly: a port that is
+// not an integer in 1..65535, or an address that is not HOST:PORT, is not
+// scraped (and is logged), where atoi would have made a port of "12ab".
+TEST_F(JobMonitorTest, ABadPortOrAddressIsNotScraped) {
+  JobMonitor m = Monitor([](const std::string& id) {
+    return id == "i-addr" ? std::string("10.0.0.2:9x") : std::string();
+  });
+  Launch("i-port", 0, 0);
+  Launch("i-addr", 0, 0);
+  ASSERT_TRUE(store_->PutValue("job", MetricsPortKey("i-port"), "12ab").ok());
+  ASSERT_TRUE(store_->PutValue("job", MetricsPortKey("i-addr"), "9100").ok());
+  clock_.AdvanceTo(kEpoch + 1);
+  ASSERT_TRUE(m.Refresh().ok());
+  EXPECT_EQ(json::parse(m.TargetsJson()).size(), 0u) << m.TargetsJson();
+}
+
+TEST(MetricsAddressTest, ParsesHostAndPortStrictly) {
+  auto v4 = ParseMetricsAddress("10.213.40.2:9100");
+  ASSERT_TRUE(v4.ok()) << v4.status().ToString();
+  EXPECT_EQ(v4->first, "10.213.40.2");
+  EXPECT_EQ(v4->second, 9100);
+  auto v6 = ParseMetricsAddress("[fd00::2]:80");
+  ASSERT_TRUE(v6.ok()) << v6.status().ToString();
+  EXPECT_EQ(v6->first, "fd00::2");
+  EXPECT_EQ(v6->second, 80);
+  for (const char* bad : {"", "10.0.0.2", "10.0.0.2:", ":80", "10.0.0.2:0", "10.0.0.2:65536",
+                          "10.0.0.2:12ab", "10.0.0.2: 80", "10.0.0.2:-1"}) {
+    auto r = ParseMetricsAddress(bad);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+    if (!r.ok()) EXPECT_NE(r.status().message().find(bad), std::string::npos) << bad;
+  }
+  EXPECT_EQ(MetricsAddressKey("job", "i-1"), "job/metrics_address/i-1");
 }
 
 TEST_F(JobMonitorTest, DashboardDataTellsTheStory) {

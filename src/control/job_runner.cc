@@ -91,6 +91,9 @@ struct JobRunner::Impl {
   std::unique_ptr<JobMonitor> monitor;
   std::unique_ptr<Controller> controller;
   std::unique_ptr<ApiServer> api;
+  // The API at controller.advertise_host, for instances on another network
+  // (null when it is loopback: they use `api`).
+  std::unique_ptr<ApiServer> instance_api;
   std::unique_ptr<ReportSink> reports;  // a command workload's reports
 
   Result<double> PrepareRecords();
@@ -98,7 +101,7 @@ struct JobRunner::Impl {
   Status MakeController(double epoch);
   std::function<TrainingProgress()> ProgressReader() const;
   Status StartApi();
-  Status StartApiOn(int port);
+  Result<std::unique_ptr<ApiServer>> StartApiOn(const std::string& host, int port);
   void LogStart() const;
 };
 
@@ -139,7 +142,9 @@ Status JobRunner::Impl::MakeProvider(double epoch, double compression) {
              return o.worker_command({.spec = spec,
                                       .local_dir = local_dir,
                                       .metrics_port = port.ok() ? *port : 0,
-                                      .api_url = api ? api->url() : ""});
+                                      .api_url = instance_api ? instance_api->url()
+                                                 : api        ? api->url()
+                                                              : ""});
            },
        .metadata_flavor = o.spec.market.metadata,
        .clock = o.clock,
@@ -220,37 +225,46 @@ Status JobRunner::Impl::StartApi() {
       if (last.ok() && *last > 0 && *last <= 65535) port = static_cast<int>(*last);
     }
   }
-  Status started = StartApiOn(port);
+  auto started = StartApiOn("127.0.0.1", port);
   if (!started.ok() && port != configured) {
     spdlog::warn("API: port {} of the job's earlier controller: {}; taking another", port,
-                 started.message());
-    started = StartApiOn(configured);
+                 started.status().message());
+    started = StartApiOn("127.0.0.1", configured);
   }
-  SPOT_RETURN_IF_ERROR(started);
+  SPOT_ASSIGN_OR_RETURN(api, std::move(started));
+  // Instances on another network report at the address they are told for
+  // the rendezvous, on the same port when it is free there; only that one
+  // address is opened.
+  const std::string& advertised = o.spec.controller.advertise_host;
+  if (!IsLoopbackHost(advertised)) {
+    auto there = StartApiOn(advertised, api->port());
+    if (!there.ok()) there = StartApiOn(advertised, 0);
+    if (!there.ok()) return there.status().WithContext("controller.advertise_host");
+    instance_api = std::move(there).value();
+  }
   return WriteFileAtomically(port_file, std::to_string(api->port()) + "\n");
 }
 
-Status JobRunner::Impl::StartApiOn(int port) {
+Result<std::unique_ptr<ApiServer>> JobRunner::Impl::StartApiOn(const std::string& host, int port) {
   const std::string name = o.spec.name;
   Controller* c = controller.get();
-  SPOT_ASSIGN_OR_RETURN(
-      api,
-      ApiServer::Start(store.get(),
-                       {.port = port,
-                        .token_path = (fs::path(o.state_dir) / "api.token").string(),
-                        .pages = MonitorPages(*monitor),
-                        .report =
-                            [this](const std::string& job, const std::string& body) {
-                              if (job != o.spec.name) {
-                                return NotFoundError("this controller runs job " + o.spec.name);
-                              }
-                              return reports->Take(body);
-                            }},
-                       [c, name](const std::string& id) {
-                         return id == name ? c->RequestCancel()
-                                           : NotFoundError("this controller runs job " + name);
-                       }));
-  return Status::Ok();
+  return ApiServer::Start(store.get(),
+                          {.host = host,
+                           .reachable_from_network = !IsLoopbackHost(host),
+                           .port = port,
+                           .token_path = (fs::path(o.state_dir) / "api.token").string(),
+                           .pages = MonitorPages(*monitor),
+                           .report =
+                               [this](const std::string& job, const std::string& body) {
+                                 if (job != o.spec.name) {
+                                   return NotFoundError("this controller runs job " + o.spec.name);
+                                 }
+                                 return reports->Take(body);
+                               }},
+                          [c, name](const std::string& id) {
+                            return id == name ? c->RequestCancel()
+                                              : NotFoundError("this controller runs job " + name);
+                          });
 }
 
 void JobRunner::Impl::LogStart() const {
@@ -260,7 +274,8 @@ void JobRunner::Impl::LogStart() const {
       "time x{:.0f}",
       s.name, s.policy.name, s.provider.name, s.resources.nodes, s.resources.instance_type,
       s.resources.min_nodes, s.deadline_hours, o.market_description, s.market.time_compression);
-  spdlog::info("API {} (token in {}); rendezvous {}", api->url(),
+  spdlog::info("API {}{} (token in {}); rendezvous {}", api->url(),
+               instance_api ? ", for instances " + instance_api->url() : "",
                (fs::path(o.state_dir) / "api.token").string(), o.rendezvous_url);
   spdlog::info("dashboard {}/jobs/{}; metrics {}/metrics", api->url(), s.name, api->url());
 }
@@ -297,7 +312,8 @@ Result<JobOutcome> JobRunner::Run() {
                                                      .progress_path = m.files.progress(),
                                                      .epochs = m.o.epochs,
                                                      .tensorboard_dir = m.files.tensorboard(),
-                                                     .clock = m.o.clock});
+                                                     .clock = m.o.clock,
+                                                     .metrics_address = m.o.metrics_address});
   m.reports = std::make_unique<ReportSink>(m.o.spec.name, m.files, m.o.clock);
   SPOT_RETURN_IF_ERROR(m.MakeController(epoch));
   SPOT_RETURN_IF_ERROR(m.StartApi());

@@ -28,7 +28,9 @@ struct WorkerLaunch {
   cloud::InstanceSpec spec;  // the instance
   std::string local_dir;     // its local disk
   int metrics_port = 0;      // the port it serves /metrics on (0: none could be had)
-  std::string api_url;       // the controller's API ("http://127.0.0.1:PORT")
+  // The controller's API as the instance reaches it: "http://127.0.0.1:PORT",
+  // or at controller.advertise_host when that is not loopback.
+  std::string api_url;
 };
 
 struct JobRunnerOptions {
@@ -48,6 +50,9 @@ struct JobRunnerOptions {
   std::function<bool(const std::string& instance_id)> is_alive;
   std::function<void(const std::string& instance_id)> on_instance_gone;
   std::string rendezvous_url;  // as instances reach it (controller.advertise_host)
+  // Where an instance's worker serves /metrics, "HOST:PORT" as it published
+  // it in the rendezvous (JobMonitorOptions::metrics_address); unset: none.
+  std::function<std::string(const std::string& instance_id)> metrics_address;
   // The durable tier the workers' checkpoints go to (a provider's bootstrap
   // names it); "" = none.
   std::string checkpoint_location;

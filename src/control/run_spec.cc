@@ -148,6 +148,7 @@ void ReadRunSpecFields(SpecReader& top, RunSpec* out) {
   c.Double("reconcile_interval_s", &s.controller.reconcile_interval_s, {.min = 0.005, .max = 10});
   c.Double("terminate_grace_s", &s.controller.terminate_grace_s, {.min = 0, .max = 600});
   c.Double("unreachable_after_s", &s.controller.unreachable_after_s, {.min = 1, .max = 3600});
+  c.Double("provider_outage_s", &s.controller.provider_outage_s, {.min = 1, .max = 7 * 86400});
   c.Bool("replace_stragglers", &s.controller.replace_stragglers);
 }
 

@@ -65,6 +65,10 @@ struct ControllerSpec {
   double terminate_grace_s = 10;       // wall seconds from SIGTERM to SIGKILL
   double unreachable_after_s = 20;     // wall seconds without a worker's heartbeat before
                                        // its instance is replaced
+  // Wall seconds the provider may fail to see the fleet (Provider::Poll: a
+  // cloud's describe API, the scheduler's squeue) before the job fails,
+  // naming the provider's error; a shorter outage is waited out.
+  double provider_outage_s = 3600;
   // Terminate an instance whose worker rank 0 flags as a straggler (its
   // progress file's `stragglers`: train.distributed.straggler_factor and
   // straggler_seconds), so the fleet target launches a replacement.

@@ -38,7 +38,7 @@ class MortalProvider final : public cloud::Provider {
     return inner_->Terminate(id, now);
   }
   std::vector<cloud::InstanceView> List() const override { return inner_->List(); }
-  std::vector<cloud::ProviderEvent> Poll(double now) override {
+  Result<std::vector<cloud::ProviderEvent>> Poll(double now) override {
     if (++polls_ == die_at_) throw Died{};
     return inner_->Poll(now);
   }

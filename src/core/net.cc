@@ -1,6 +1,7 @@
 #include "core/net.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,6 +16,23 @@ bool IsLoopbackHost(const std::string& host) {
   in_addr addr{};
   if (inet_pton(AF_INET, host.c_str(), &addr) != 1) return false;
   return (ntohl(addr.s_addr) >> 24) == 127;
+}
+
+Status CheckListenAddress(std::string_view what, const std::string& host, int port,
+                          bool reachable_from_network) {
+  if (reachable_from_network) {
+    if (host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]") {
+      return InvalidArgumentError(
+          fmt::format("{}: host \"{}\" listens on every address; name one address", what, host));
+    }
+  } else if (!IsLoopbackHost(host)) {
+    return InvalidArgumentError(fmt::format(
+        "{}: host \"{}\" is not a loopback address (127.x.x.x, ::1 or localhost)", what, host));
+  }
+  if (port < 0 || port > 65535) {
+    return InvalidArgumentError(fmt::format("{}: port {} out of range", what, port));
+  }
+  return Status::Ok();
 }
 
 void SetReuseAddressOnly(int socket) {

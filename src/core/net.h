@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 
@@ -11,6 +12,13 @@ namespace spot {
 
 // True for "localhost", "::1" and any IPv4 address in 127.0.0.0/8.
 bool IsLoopbackHost(const std::string& host);
+
+// Where a server (`what`, e.g. "API server") may listen: a loopback address,
+// or, when `reachable_from_network`, one named address (never a wildcard:
+// "", 0.0.0.0, ::), and a port in [0, 65535]. InvalidArgument naming the
+// server and why otherwise.
+Status CheckListenAddress(std::string_view what, const std::string& host, int port,
+                          bool reachable_from_network);
 
 // Socket options for a listening server: SO_REUSEADDR only. cpp-httplib's
 // default adds SO_REUSEPORT, which lets a second server bind a port in use and

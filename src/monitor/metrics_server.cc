@@ -122,14 +122,8 @@ MetricsServer::~MetricsServer() = default;
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     std::shared_ptr<prometheus::Registry> registry, const MetricsServerOptions& options) {
   if (registry == nullptr) return InvalidArgumentError("metrics server: no registry");
-  if (!IsLoopbackHost(options.host)) {
-    return InvalidArgumentError(fmt::format(
-        "metrics server: host \"{}\" is not a loopback address (127.x.x.x, ::1 or localhost)",
-        options.host));
-  }
-  if (options.port < 0 || options.port > 65535) {
-    return InvalidArgumentError(fmt::format("metrics server: port {} out of range", options.port));
-  }
+  SPOT_RETURN_IF_ERROR(CheckListenAddress("metrics server", options.host, options.port,
+                                          options.reachable_from_network));
   auto impl = std::make_unique<Impl>();
   impl->registry = std::move(registry);
   impl->options = options;

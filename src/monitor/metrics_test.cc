@@ -363,6 +363,23 @@ TEST(MetricsServerTest, RefusesNonLoopbackHostsAndBadArguments) {
   EXPECT_EQ((*ok)->url(), "http://127.0.0.2:" + std::to_string((*ok)->port()));
 }
 
+// A worker scraped from another machine listens on its one address toward
+// the controller, never on all of them.
+TEST(MetricsServerTest, ReachableFromTheNetworkOnOneNamedAddressOnly) {
+  auto registry = std::make_shared<pm::Registry>();
+  for (const char* host : {"0.0.0.0", "::", ""}) {
+    MetricsServerOptions options{.host = host, .reachable_from_network = true};
+    auto server = MetricsServer::Start(registry, options);
+    ASSERT_FALSE(server.ok()) << host;
+    EXPECT_EQ(server.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(server.status().message().find("every address"), std::string::npos);
+  }
+  // A named address is taken (127.0.0.3 stands for the machine's address).
+  auto ok = MetricsServer::Start(registry, {.host = "127.0.0.3", .reachable_from_network = true});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)->url(), "http://127.0.0.3:" + std::to_string((*ok)->port()));
+}
+
 TEST(MetricsServerTest, TakenPortIsAnError) {
   auto registry = std::make_shared<pm::Registry>();
   auto first = MetricsServer::Start(registry, {});

@@ -12,8 +12,8 @@
 
 #include <map>
 #include <set>
-#include <thread>
 
+#include "core/process_cpu.h"
 #include "train/folder_data.h"
 #include "train/numpy_file.h"
 #include "train/safetensors_file.h"
@@ -235,8 +235,9 @@ Result<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(const TrainSpec& 
 }
 
 int PrepareProcess(const TrainSpec& spec) {
-  int threads = spec.threads > 0 ? static_cast<int>(spec.threads)
-                                 : static_cast<int>(std::thread::hardware_concurrency());
+  // 0: every CPU this process may run on (a Slurm allocation's, a
+  // container's), not the machine's count.
+  int threads = spec.threads > 0 ? static_cast<int>(spec.threads) : AvailableCpus();
   at::set_num_threads(threads);
   KeepActivationBuffersInHeap();
   torch::manual_seed(static_cast<uint64_t>(spec.seed));

@@ -79,13 +79,19 @@ CLI::App* AddAgentCommand(CLI::App& app, AgentArgs* args) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--metrics-port", args->metrics_port,
-                  "Serve Prometheus metrics at http://127.0.0.1:PORT/metrics: the program's CPU "
-                  "time as busy time, its ranks, its restarts (0: none)")
+                  "Serve Prometheus metrics at http://HOST:PORT/metrics, HOST this machine's "
+                  "address toward the rendezvous (published there): the program's CPU time as "
+                  "busy time, its ranks, its restarts (0: none)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   cmd->add_option("--cpus", args->cpus,
                   "CPUs the program's ranks may use, for its busy fraction (0: this instance's "
                   "share of the CPUs it may run on)")
+      ->check(CLI::Range(0, 65536))
+      ->capture_default_str();
+  cmd->add_option("--machine-shared-by", args->machine_shared_by,
+                  "Instances of the job on this machine, sharing its CPUs (1: the instance is a "
+                  "machine of its own; 0: the job's max_nodes, as the local provider runs them)")
       ->check(CLI::Range(0, 65536))
       ->capture_default_str();
   return cmd;
@@ -97,10 +103,13 @@ constexpr double kTickS = 0.05;       // the agent's loop period
 constexpr double kGangCheckS = 0.25;  // between looks at the rendezvous
 
 // The CPUs this node's ranks share: the instances of a job may share one
-// machine (the local provider), each taking its part of the CPUs it may run
-// on; OMP_NUM_THREADS splits them between its ranks.
-int NodeCpus(const AgentSpec& spec) {
-  return std::max(1, AvailableCpus() / std::max(1, spec.max_nodes));
+// machine (the local provider: --machine-shared-by 0, the job's max_nodes),
+// each taking its part of the CPUs it may run on; an instance that is a
+// machine of its own (EC2, a Slurm allocation) takes them all.
+// OMP_NUM_THREADS splits them between its ranks.
+int NodeCpus(const AgentSpec& spec, const AgentArgs& args) {
+  const int shared_by = args.machine_shared_by > 0 ? args.machine_shared_by : spec.max_nodes;
+  return std::max(1, AvailableCpus() / std::max(1, shared_by));
 }
 
 // One rank: `sh -c RUN` in a process group of its own, and what became of
@@ -119,9 +128,11 @@ struct Rank {
 
 class Agent {
  public:
-  // `metrics` may be null (no /metrics).
-  Agent(AgentSpec spec, const AgentArgs& args, AgentMetrics* metrics)
-      : spec_(std::move(spec)), args_(args), metrics_(metrics) {}
+  // `metrics` may be null (no /metrics). `host`: this machine's address
+  // toward the rendezvous (where node rank 0's program is reached, and
+  // where /metrics is published).
+  Agent(AgentSpec spec, const AgentArgs& args, AgentMetrics* metrics, std::string host)
+      : spec_(std::move(spec)), args_(args), metrics_(metrics), host_(std::move(host)) {}
 
   int Run();
 
@@ -152,6 +163,7 @@ class Agent {
   AgentSpec spec_;
   const AgentArgs& args_;
   AgentMetrics* metrics_;
+  const std::string host_;
   std::shared_ptr<dist::KvStore> kv_;
   std::unique_ptr<dist::Rendezvous> rdzv_;
   std::vector<Rank> ranks_;
@@ -283,7 +295,8 @@ Result<std::string> Agent::MasterAddress(const dist::Generation& g) {
   const std::string key = Key(g.number, "master");
   if (g.rank == 0) {
     SPOT_ASSIGN_OR_RETURN(int port, PickFreePort());
-    const std::string address = fmt::format("127.0.0.1:{}", port);
+    const bool v6 = host_.find(':') != std::string::npos;
+    const std::string address = fmt::format("{}{}{}:{}", v6 ? "[" : "", host_, v6 ? "]" : "", port);
     SPOT_RETURN_IF_ERROR(kv_->Put(key, address));
     return address;
   }
@@ -305,7 +318,7 @@ Status Agent::StartRanks(const dist::Generation& g, const std::string& master) {
   const size_t colon = master.rfind(':');
   const int n = spec_.nproc_per_node;
   const int world = g.world_size() * n;
-  const int threads = std::max(1, NodeCpus(spec_) / std::max(1, spec_.nproc_per_node));
+  const int threads = std::max(1, NodeCpus(spec_, args_) / std::max(1, spec_.nproc_per_node));
   ranks_.clear();
   signalled_ = false;
   for (int local = 0; local < n; ++local) {
@@ -462,6 +475,7 @@ int Agent::Run() {
     return ExitCodeFor(backend.status());
   }
   kv_ = backend->kv;
+  if (metrics_) PublishMetricsAddress(*kv_, spec_.job, args_.id, host_, metrics_->port());
   rdzv_ = std::make_unique<dist::Rendezvous>(
       kv_.get(),
       dist::RendezvousOptions{.job = spec_.job + "/agent",
@@ -568,21 +582,30 @@ int RunAgentCommand(const AgentArgs& args) {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // see PollRanks; and orphans' CPU time is counted
+  // Where this node is reached from the rendezvous host's network (the
+  // controller's scrapes, the other nodes' ranks).
+  auto host = AddressTowardRendezvous(args.rendezvous);
+  if (!host.ok()) {
+    fmt::print(stderr, "error: {}\n", host.status().message());
+    return ExitCodeFor(host.status());
+  }
   std::unique_ptr<AgentMetrics> metrics;
   if (args.metrics_port > 0) {
-    const int cpus = args.cpus > 0 ? args.cpus : NodeCpus(*spec);
-    auto started = AgentMetrics::Start(
-        {.job = spec->job, .instance = args.id, .port = args.metrics_port, .cpus = cpus});
+    const int cpus = args.cpus > 0 ? args.cpus : NodeCpus(*spec, args);
+    auto started = AgentMetrics::Start({.job = spec->job,
+                                        .instance = args.id,
+                                        .port = args.metrics_port,
+                                        .host = *host,
+                                        .cpus = cpus});
     if (!started.ok()) {
       fmt::print(stderr, "error: --metrics-port {}: {}\n", args.metrics_port,
                  started.status().message());
       return ExitCodeFor(started.status());
     }
     metrics = std::move(started).value();
-    spdlog::info("metrics at http://127.0.0.1:{}/metrics (busy time over {} CPUs)", metrics->port(),
-                 cpus);
+    spdlog::info("metrics on port {} (busy time over {} CPUs)", metrics->port(), cpus);
   }
-  return Agent(std::move(spec).value(), args, metrics.get()).Run();
+  return Agent(std::move(spec).value(), args, metrics.get(), *host).Run();
 }
 
 }  // namespace spot::cli

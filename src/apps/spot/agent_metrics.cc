@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "core/net.h"
 #include "core/process_cpu.h"
 #include "monitor/metrics.h"
 #include "monitor/metrics_server.h"
@@ -73,9 +74,11 @@ Result<std::unique_ptr<AgentMetrics>> AgentMetrics::Start(const AgentMetricsOpti
   impl->cpu.emplace(std::move(cpu));
   Impl* m = impl.get();
   SPOT_ASSIGN_OR_RETURN(
-      impl->server,
-      monitor::MetricsServer::Start(
-          impl->registry, {.port = options.port, .before_collect = [m] { m->Collect(); }}));
+      impl->server, monitor::MetricsServer::Start(
+                        impl->registry, {.host = options.host,
+                                         .reachable_from_network = !IsLoopbackHost(options.host),
+                                         .port = options.port,
+                                         .before_collect = [m] { m->Collect(); }}));
   return std::unique_ptr<AgentMetrics>(new AgentMetrics(std::move(impl)));
 }
 

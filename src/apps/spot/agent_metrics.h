@@ -20,14 +20,17 @@ struct AgentMetricsOptions {
   std::string job;       // job_id label
   std::string instance;  // worker_id label
   int port = 0;          // 1..65535: the port to serve on
-  int cpus = 1;          // > 0: the CPUs the ranks may use
+  // The address to serve on: loopback, or this machine's address toward the
+  // controller (an instance scraped from another machine).
+  std::string host = "127.0.0.1";
+  int cpus = 1;  // > 0: the CPUs the ranks may use
 };
 
 // Thread safety: all methods may be called from any thread; the CPU counter
 // is read from /proc when a scrape comes.
 class AgentMetrics {
  public:
-  // Starts serving on 127.0.0.1:port. InvalidArgument for cpus < 1 or a port
+  // Starts serving on host:port. InvalidArgument for cpus < 1 or a port
   // out of range; Unavailable when the port cannot be bound; errors of
   // ProcessTreeCpu::Open.
   static Result<std::unique_ptr<AgentMetrics>> Start(const AgentMetricsOptions& options);

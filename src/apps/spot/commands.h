@@ -6,8 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
+
 namespace CLI {
 class App;
+}
+namespace spot::dist {
+class KvStore;
 }
 
 namespace spot::cli {
@@ -63,11 +68,27 @@ struct AgentArgs {
   double notice_poll_s = 1;
   int metrics_port = 0;  // --metrics-port: 0 = none
   int cpus = 0;          // --cpus: 0 = this instance's share of the CPUs
+  // --machine-shared-by: instances of the job on this machine (the local
+  // provider runs them all on one: max_nodes); 1 where each instance is a
+  // machine of its own (EC2, a Slurm allocation). 0 = the job's max_nodes.
+  int machine_shared_by = 0;
 };
 
 CLI::App* AddAgentCommand(CLI::App& app, AgentArgs* args);
 int RunAgentCommand(const AgentArgs& args);
 int RunWorkerCommand(const WorkerArgs& args);
+
+// The address of this machine the rendezvous host (tcp://HOST:PORT) is
+// reached from (127.0.0.1 for a rendezvous on loopback): where a worker or
+// agent is reached from the controller's network. A UDP connect only picks
+// the route; nothing is sent. Unavailable when no route leads there.
+Result<std::string> AddressTowardRendezvous(const std::string& url);
+
+// Publishes where this instance serves /metrics ("HOST:PORT") in the job's
+// rendezvous (control::MetricsAddressKey), so the controller scrapes it
+// there; a failure is logged (the controller then tries 127.0.0.1).
+void PublishMetricsAddress(dist::KvStore& kv, const std::string& job, const std::string& instance,
+                           const std::string& host, int port);
 
 // `spot profile RUN`: the run's step profiles as one Chrome trace, and a
 // table of time per phase (profile_command.cc).

@@ -36,6 +36,7 @@
 #include "core/base64.h"
 #include "core/job_files.h"
 #include "core/process.h"
+#include "core/process_cpu.h"
 
 namespace spot::testing {
 namespace {
@@ -81,6 +82,7 @@ class NetNamespace {
   bool ok() const { return ok_; }
   const std::string& name() const { return name_; }
   const std::string& host_ip() const { return host_ip_; }
+  const std::string& ns_ip() const { return ns_ip_; }
   std::string log() const {
     std::ifstream in(log_.string() + ".err");
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -156,9 +158,10 @@ class Ec2RunTest : public E2eTest {
   }
 
   // Moto as EC2, its images, the namespace standing in for the instances,
-  // and a job file of `steps` steps on one always-available zone. The test
-  // is skipped (loudly) without root or moto; check Ready() after it.
-  void SetUpCloud(const std::string& name, int steps) {
+  // and a job file of `steps` steps on one always-available zone (or, with
+  // `run`, a command workload of `nodes` instances running that program).
+  // The test is skipped (loudly) without root or moto; check Ready() after it.
+  void SetUpCloud(const std::string& name, int steps, const std::string& run = "", int nodes = 1) {
     if (geteuid() != 0) GTEST_SKIP() << "SKIPPED: creating a network namespace needs root";
     const fs::path venv = aws::VenvDir(SPOT_SOURCE_DIR);
     if (std::string why = aws::MotoSkipReason(venv); !why.empty()) {
@@ -182,24 +185,31 @@ class Ec2RunTest : public E2eTest {
     json trace = {{"metadata", {{"gap_seconds", 60}}}, {"data", std::vector<int>(400, 1)}};
     std::ofstream(dir_ / "us-east-1a_m5.large.json") << trace.dump();
     job_dir_ = dir_ / name;
+    const std::string workload =
+        run.empty()
+            ? fmt::format(
+                  "train:\n  model: mlp\n  dataset:\n    path: {data}\n    train_limit: 12000\n"
+                  "  batch_size: 32\n  steps: {steps}\n  seed: 7\n  threads: 1\n"
+                  "  optimizer:\n    type: adam\n    lr: 0.002\n"
+                  "  checkpoint:\n    interval: steps\n    interval_steps: 50\n"
+                  "    durable_dir: {durable}\n"
+                  "  distributed:\n    collective_timeout_s: 3\n  output_dir: {out}\n",
+                  fmt::arg("data", kDataset), fmt::arg("steps", steps),
+                  fmt::arg("durable", (dir_ / "durable").string()),
+                  fmt::arg("out", job_dir_.string()))
+            : fmt::format("run: {run}\nworkdir: {dir}\noutput_dir: {out}\n", fmt::arg("run", run),
+                          fmt::arg("dir", dir_.string()), fmt::arg("out", job_dir_.string()));
     const std::string yaml = fmt::format(
         "name: {name}\npolicy: greedy\ncompute_hours: 0.3\ndeadline_hours: 3\n"
         "provider:\n  name: ec2\n  image_id: {ami}\n  region: us-east-1\n  poll_interval_s: 30\n"
-        "resources:\n  instance_type: m5.large\n  region: us-east-1\n  nodes: 1\n  min_nodes: 1\n"
-        "  ondemand_price: 0.096\n  changeover_hours: 0.02\n"
+        "resources:\n  instance_type: m5.large\n  region: us-east-1\n  nodes: {nodes}\n"
+        "  min_nodes: {nodes}\n  ondemand_price: 0.096\n  changeover_hours: 0.02\n"
         "market:\n  traces:\n    - {trace}\n  time_compression: 60\n  notice_seconds: 120\n"
         "controller:\n  reconcile_interval_s: 0.05\n  terminate_grace_s: 1\n"
-        "  advertise_host: {host}\n"
-        "train:\n  model: mlp\n  dataset:\n    path: {data}\n    train_limit: 12000\n"
-        "  batch_size: 32\n  steps: {steps}\n  seed: 7\n  threads: 1\n"
-        "  optimizer:\n    type: adam\n    lr: 0.002\n"
-        "  checkpoint:\n    interval: steps\n    interval_steps: 50\n    durable_dir: {durable}\n"
-        "  distributed:\n    collective_timeout_s: 3\n  output_dir: {out}\n",
-        fmt::arg("name", name), fmt::arg("ami", amis.front()),
+        "  advertise_host: {host}\n{workload}",
+        fmt::arg("name", name), fmt::arg("ami", amis.front()), fmt::arg("nodes", nodes),
         fmt::arg("trace", (dir_ / "us-east-1a_m5.large.json").string()),
-        fmt::arg("host", ns_->host_ip()), fmt::arg("data", kDataset),
-        fmt::arg("durable", (dir_ / "durable").string()), fmt::arg("out", job_dir_.string()),
-        fmt::arg("steps", steps));
+        fmt::arg("host", ns_->host_ip()), fmt::arg("workload", workload));
     job_ = WriteJob(name, yaml);
   }
   bool Ready() const { return !IsSkipped() && !HasFatalFailure() && ec2_ && ns_; }
@@ -310,6 +320,94 @@ TEST_F(Ec2RunTest, BootstrapRunsInANamespaceTrainsAndAReplacementResumes) {
   }
   EXPECT_GE(resumed, 1) << "no replacement resumed from the durable tier";
 
+  // The monitor scraped the workers where they published their /metrics:
+  // the namespace's address (a scrape of 127.0.0.1 on this host reaches
+  // nothing there), giving each instance's busy series.
+  int scraped = 0;
+  for (const auto& [ec2_id, b] : booted_) {
+    EXPECT_NE(ReadText(b.log).find("metrics at http://" + ns_->ns_ip() + ":"), std::string::npos)
+        << b.log;
+    auto busy = (*store)->Samples(name, "busy/" + b.our_id);
+    ASSERT_TRUE(busy.ok()) << busy.status().ToString();
+    scraped += busy->empty() ? 0 : 1;
+    for (const auto& sample : *busy) {
+      EXPECT_GE(sample.value, 0);
+      EXPECT_LE(sample.value, 1);
+    }
+  }
+  EXPECT_GE(scraped, 1) << "no worker in the namespace was scraped";
+
+  ExpectNoSecretAnywhere(r);
+}
+
+// A command workload (`run:`) of two instances in the namespace: each rank
+// reports its steps to the controller's API at the address the instances
+// were told (advertise_host, with the token from SPOT_TOKEN_FILE), rank 0's
+// address is the namespace's, every instance takes all the CPUs it may run
+// on (an EC2 instance is a machine of its own: OMP_NUM_THREADS is not this
+// machine's CPUs over the job's nodes), and the monitor scrapes the agents
+// in the namespace.
+TEST_F(Ec2RunTest, ACommandWorkloadsReportsReachTheControllerFromTheNamespace) {
+  const std::string name = "ec2cmd";
+  const fs::path script = dir_ / "report.sh";
+  std::ofstream(script) << R"sh(#!/bin/sh
+set -eu
+env | grep -E '^(OMP_NUM_THREADS|SPOT_CONTROLLER_URL|MASTER_ADDR)=' > "env.$SPOT_INSTANCE"
+step=0
+while [ "$step" -lt 40 ]; do
+  sleep 0.2
+  step=$((step + 1))
+  fin=false; [ "$step" -eq 40 ] && fin=true
+  if [ "$RANK" -eq 0 ]; then
+    curl -sSf -X POST -H "Authorization: Bearer $(cat "$SPOT_TOKEN_FILE")" \
+      -H 'Content-Type: application/json' \
+      -d "{\"instance\":\"$SPOT_INSTANCE\",\"rank\":0,\"step\":$step,\"total_steps\":40,\"done\":$fin}" \
+      "$SPOT_CONTROLLER_URL/api/v1/jobs/$SPOT_JOB/report" > /dev/null
+  fi
+done
+)sh";
+  fs::permissions(script, fs::perms::owner_all);
+  SetUpCloud(name, 0, "./report.sh", 2);
+  if (!Ready()) return;
+  std::unique_ptr<ChildProcess> controller = StartController("run");
+  for (int i = 0; i < 3000 && controller->Running(); ++i) {  // 5 minutes at most
+    BootNew(name);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ProcessResult r = controller->Wait(60);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::ifstream summary_in(job_dir_ / "run-summary.json");
+  json s = json::parse(summary_in);
+  EXPECT_EQ(s["state"], "SUCCEEDED") << s.dump();
+  ASSERT_EQ(booted_.size(), 2u);
+
+  // Rank 0's reports (40, more if a gang change restarted it) reached the
+  // controller, the last one done.
+  std::ifstream reports(job_dir_ / "reports.jsonl");
+  std::vector<json> lines;
+  for (std::string line; std::getline(reports, line);) lines.push_back(json::parse(line));
+  ASSERT_GE(lines.size(), 40u);
+  EXPECT_EQ(lines.back()["step"], 40);
+  EXPECT_EQ(lines.back()["done"], true);
+
+  const std::string api = "SPOT_CONTROLLER_URL=http://" + ns_->host_ip() + ":";
+  const std::string cpus = "OMP_NUM_THREADS=" + std::to_string(AvailableCpus()) + "\n";
+  auto store = control::JobStore::Open((job_dir_ / "controller" / "state.db").string());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  int scraped = 0;
+  for (const auto& [ec2_id, b] : booted_) {
+    const std::string env = ReadText(dir_ / ("env." + b.our_id));
+    EXPECT_NE(env.find(api), std::string::npos) << env;
+    EXPECT_NE(env.find("MASTER_ADDR=" + ns_->ns_ip() + "\n"), std::string::npos) << env;
+    EXPECT_NE(env.find(cpus), std::string::npos) << env;
+    EXPECT_EQ(b.script.find(ReadText(job_dir_ / "controller" / "api.token").substr(0, 64)),
+              std::string::npos)
+        << "the API token is in the user data";
+    auto busy = (*store)->Samples(name, "busy/" + b.our_id);
+    ASSERT_TRUE(busy.ok()) << busy.status().ToString();
+    scraped += busy->empty() ? 0 : 1;
+  }
+  EXPECT_GE(scraped, 1) << "no agent in the namespace was scraped";
   ExpectNoSecretAnywhere(r);
 }
 

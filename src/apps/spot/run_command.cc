@@ -31,6 +31,7 @@
 #include "apps/spot/run_market.h"
 #include "apps/spot/run_summary.h"
 #include "control/controller.h"
+#include "control/job_monitor.h"
 #include "control/job_runner.h"
 #include "control/job_store.h"
 #include "core/file_io.h"
@@ -38,6 +39,7 @@
 #include "core/logging.h"
 #include "core/net.h"
 #include "core/process.h"
+#include "core/process_cpu.h"
 #include "dist/c10d_stores.h"
 #include "sim/spot_sim.h"
 #include "train/train_spec.h"
@@ -231,10 +233,14 @@ void StopRendezvous(const std::string& state_dir) {
 
 // How an instance of a command workload starts: `spot agent` on the job's
 // agent file, joining the rendezvous, with its local disk, the controller's
-// API, the metadata service to watch and the port for its /metrics (the
-// program's busy time, as a native worker's).
+// API, the metadata service to watch, the port for its /metrics (the
+// program's busy time, as a native worker's) and how many instances share
+// its machine: all of the job's on the local provider, one elsewhere (an EC2
+// instance, a Slurm allocation is a machine of its own).
 std::function<std::vector<std::string>(const control::WorkerLaunch&)> AgentCommand(
     const LoadedJob& j, const std::string& agent_json, const std::string& rdzv_url) {
+  const int shared_by =
+      j.run.provider.name == "local" ? static_cast<int>(j.run.resources.nodes) : 1;
   return [=, exe = SelfExe(), watch = j.run.market.metadata](const control::WorkerLaunch& l) {
     return std::vector<std::string>{exe,
                                     "agent",
@@ -252,19 +258,24 @@ std::function<std::vector<std::string>(const control::WorkerLaunch&)> AgentComma
                                     "--notice-poll",
                                     "0.1",
                                     "--metrics-port",
-                                    std::to_string(l.metrics_port)};
+                                    std::to_string(l.metrics_port),
+                                    "--machine-shared-by",
+                                    std::to_string(shared_by)};
   };
 }
 
 // How an instance starts its worker: `spot worker` on the workers' job file,
 // joining the rendezvous, with its local disk, the job's shared records and
-// the metadata service to watch.
+// the metadata service to watch. Its intra-op threads: the job's `threads`,
+// else on the local provider this machine's CPUs shared by the job's
+// instances, elsewhere (an EC2 instance, a Slurm allocation: a machine of
+// its own) every CPU the worker may run on, which it counts itself.
 std::function<std::vector<std::string>(const control::WorkerLaunch&)> WorkerCommand(
     const LoadedJob& j, const std::string& train_yaml, const std::string& rdzv_url) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = j.train.threads > 0
-                          ? static_cast<int>(j.train.threads)
-                          : std::max(1, cores / static_cast<int>(j.run.resources.nodes));
+  const int threads = j.train.threads > 0 ? static_cast<int>(j.train.threads)
+                      : j.run.provider.name == "local"
+                          ? std::max(1, AvailableCpus() / static_cast<int>(j.run.resources.nodes))
+                          : 0;
   const JobFiles files{j.job_dir};
   return [=, exe = SelfExe(), watch = j.run.market.metadata](const control::WorkerLaunch& l) {
     const cloud::InstanceSpec& s = l.spec;
@@ -442,6 +453,11 @@ int RunRunCommand(const RunArgs& args) {
            },
        .on_instance_gone = [kv](const std::string& id) { (void)kv->MarkDead(id); },
        .rendezvous_url = *rdzv_url,
+       .metrics_address =
+           [kv, job = j.run.name](const std::string& id) {
+             auto at = kv->Get(control::MetricsAddressKey(job, id));
+             return at.ok() && at->has_value() ? **at : std::string();
+           },
        .checkpoint_location = CheckpointLocation(j)});
   if (!runner.ok()) {
     return FailWithRendezvous(runner.status(), started, state_dir, j.run.name, nullptr);

@@ -19,6 +19,7 @@
 #include "apps/spot/exit_code.h"
 #include "apps/spot/worker_monitor.h"
 #include "cloud/termination_watcher.h"
+#include "control/job_monitor.h"
 #include "core/clock.h"
 #include "core/logging.h"
 #include "dist/c10d_stores.h"
@@ -61,10 +62,11 @@ std::optional<int> CheckRendezvous(const std::string& url, double timeout_s, con
   return std::nullopt;
 }
 
-// The address of this machine the rendezvous host is reached from: where
-// the other workers of a job spread over machines reach this one (a worker
-// on the rendezvous host itself: 127.0.0.1 for a rendezvous on loopback). A
-// UDP connect only picks the route; nothing is sent.
+}  // namespace
+
+// Where the other workers of a job spread over machines reach this one, and
+// the controller scrapes it (a worker on the rendezvous host itself:
+// 127.0.0.1 for a rendezvous on loopback).
 Result<std::string> AddressTowardRendezvous(const std::string& url) {
   SPOT_ASSIGN_OR_RETURN(dist::Endpoint e, dist::ParseRendezvousUrl(url));
   std::string host = e.host;
@@ -103,7 +105,15 @@ Result<std::string> AddressTowardRendezvous(const std::string& url) {
   return std::string(text);
 }
 
-}  // namespace
+void PublishMetricsAddress(dist::KvStore& kv, const std::string& job, const std::string& instance,
+                           const std::string& host, int port) {
+  const bool v6 = host.find(':') != std::string::npos;
+  const std::string at = fmt::format("{}{}{}:{}", v6 ? "[" : "", host, v6 ? "]" : "", port);
+  spdlog::info("metrics at http://{}/metrics", at);
+  if (Status st = kv.Put(control::MetricsAddressKey(job, instance), at); !st.ok()) {
+    spdlog::warn("publishing the metrics address {}: {}", at, st.message());
+  }
+}
 
 CLI::App* AddWorkerCommand(CLI::App& app, WorkerArgs* args) {
   CLI::App* cmd = app.add_subcommand(
@@ -143,7 +153,8 @@ CLI::App* AddWorkerCommand(CLI::App& app, WorkerArgs* args) {
       ->check(CLI::Range(0.01, 60.0))
       ->capture_default_str();
   cmd->add_option("--metrics-port", args->metrics_port,
-                  "Serve Prometheus metrics at http://127.0.0.1:PORT/metrics (0: any free port)")
+                  "Serve Prometheus metrics at http://HOST:PORT/metrics, HOST the --host "
+                  "address (0: any free port); published in the rendezvous")
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--tensorboard", args->tensorboard,
                   "Write TensorBoard event files (loss, learning rate, gradient norm, "
@@ -203,6 +214,7 @@ int RunWorkerCommand(const WorkerArgs& args) {
   auto monitor = WorkerMonitor::Start({.job_id = spec->name,
                                        .worker_id = tag,
                                        .metrics_port = args.metrics_port,
+                                       .metrics_host = host,
                                        .tensorboard_dir = args.tensorboard,
                                        .trace_path = monitor::TracePathFor(spec->output_dir, tag)});
   if (!monitor.ok()) {
@@ -211,7 +223,14 @@ int RunWorkerCommand(const WorkerArgs& args) {
     return ExitCodeFor(monitor.status());
   }
   if ((*monitor)->metrics_port() > 0) {
-    spdlog::info("metrics at http://127.0.0.1:{}/metrics", (*monitor)->metrics_port());
+    // Where the controller scrapes it: published in the job's rendezvous.
+    auto rdzv = dist::OpenRendezvous(args.rendezvous, spec->name, std::chrono::seconds(3),
+                                     std::chrono::seconds(20));
+    if (rdzv.ok()) {
+      PublishMetricsAddress(*rdzv->kv, spec->name, tag, host, (*monitor)->metrics_port());
+    } else {
+      spdlog::warn("publishing the metrics address: {}", rdzv.status().message());
+    }
   }
   auto summary = dist::RunWorker(*spec, {.rendezvous = args.rendezvous,
                                          .id = args.id,

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 
+#include "core/net.h"
 #include "monitor/chrome_trace.h"
 #include "monitor/gradient_watch.h"
 #include "monitor/metrics.h"
@@ -234,8 +235,12 @@ Result<std::unique_ptr<WorkerMonitor>> WorkerMonitor::Start(const WorkerMonitorO
     }
   }
   if (options.metrics_port >= 0) {
-    SPOT_ASSIGN_OR_RETURN(impl->server, monitor::MetricsServer::Start(
-                                            impl->registry, {.port = options.metrics_port}));
+    SPOT_ASSIGN_OR_RETURN(
+        impl->server,
+        monitor::MetricsServer::Start(
+            impl->registry, {.host = options.metrics_host,
+                             .reachable_from_network = !IsLoopbackHost(options.metrics_host),
+                             .port = options.metrics_port}));
   }
   return std::unique_ptr<WorkerMonitor>(new WorkerMonitor(std::move(impl)));
 }

@@ -16,7 +16,10 @@ namespace spot::cli {
 struct WorkerMonitorOptions {
   std::string job_id;
   std::string worker_id;
-  int metrics_port = -1;        // -1: no /metrics; 0: any free port
+  int metrics_port = -1;  // -1: no /metrics; 0: any free port
+  // The address /metrics listens on: loopback, or this machine's address
+  // toward the controller (a worker scraped from another machine).
+  std::string metrics_host = "127.0.0.1";
   std::string tensorboard_dir;  // "": no event files
   // The step profile (monitor/chrome_trace.h): each step's phases and each
   // save, as trace events; "": none.
