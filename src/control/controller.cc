@@ -421,6 +421,7 @@ Result<JobOutcome> Controller::Impl::Loop() {
       max_step_seen = std::max(max_step_seen, p.step);
       progress = p;
     }
+    FinishedEverywhere();
     if (program_finished) progress.done = true;
     // A command workload that reported its last step still runs what comes
     // after (a final save, its last output): the job ends when the program

@@ -142,7 +142,9 @@ Status Controller::Impl::EnsureFleet(double now) {
       --it->second;
     }
   }
-  if (want.empty()) return Status::Ok();
+  // A program that finished on some node is ending: no replacement for the
+  // instances it left (one would change the gang under the ranks finishing).
+  if (want.empty() || first_finish_wall >= 0) return Status::Ok();
   if (failures_since_progress > 3 * job.nodes + 3) {
     std::string why = last_failure.empty() ? "" : "; the last one: " + last_failure;
     if (!last_worker_error.empty() && last_worker_error != last_failure) {
@@ -239,6 +241,18 @@ void Controller::Impl::CountProgramFailure(const std::string& what) {
   }
 }
 
+void Controller::Impl::FinishedEverywhere() {
+  if (program_finished || first_finish_wall < 0) return;
+  bool running_elsewhere = false;
+  for (const auto& [iid, r] : instances) {
+    running_elsewhere |= !r.ended_s && !r.provider_data.empty() && !program_finished_on.count(iid);
+  }
+  if (!running_elsewhere || WallNow() - first_finish_wall >= spec.controller.terminate_grace_s) {
+    program_finished = true;
+    progress.done = true;
+  }
+}
+
 // A command workload's program ended on its own (no notice, no termination of
 // ours). 0 (or an unknown code after its report of the last step): the
 // training finished (a program that never reports says so by ending). A recover_on_exit_codes code:
@@ -248,11 +262,17 @@ void Controller::Impl::CountProgramFailure(const std::string& what) {
 Status Controller::Impl::ProgramExited(InstanceRecord& r, int code, const cloud::ProviderEvent& e) {
   // An exit whose code is unknown (a process adopted after a restart) after
   // the program reported its last step is its end too.
+  // The job's program has finished when it has on every node: another
+  // node's ranks may still be running what comes after the last step (rank
+  // 0's evaluation and final output). Those get controller.terminate_grace_s
+  // from the first node's exit (the loop's FinishedEverywhere).
   if (code == 0 || (code < 0 && done_reported_wall >= 0)) {
-    program_finished = true;
-    progress.done = true;
+    program_finished_on.insert(r.id);
+    if (first_finish_wall < 0) first_finish_wall = WallNow();
     spdlog::info("instance {}: the program finished", r.id);
-    return Event(e.sim_s, "program-finished", r.id, e.detail);
+    SPOT_RETURN_IF_ERROR(Event(e.sim_s, "program-finished", r.id, e.detail));
+    FinishedEverywhere();
+    return Status::Ok();
   }
   const auto& recover = spec.command.recover_on_exit_codes;
   if (code > 0 && std::find(recover.begin(), recover.end(), code) != recover.end()) {

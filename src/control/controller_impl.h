@@ -78,6 +78,9 @@ struct Controller::Impl {
   double next_terminate_s = 0;                // no retry of a refused termination before
   std::set<std::string> replaced_stragglers;  // instances terminated as stragglers
   bool program_finished = false;              // a command workload's program exited 0 (not stopped)
+                                              // on every node, or one did terminate_grace_s ago
+  std::set<std::string> program_finished_on;  // instances whose program exited 0
+  double first_finish_wall = -1;              // wall s of the first of those exits
   std::string program_failed;                 // why the job fails: its program's failures ran out
   double provider_down_since = -1;            // monotonic s of the first failed Poll of an outage
   std::string provider_failed;                // why the job fails: the provider's outage outlasted
@@ -172,6 +175,9 @@ struct Controller::Impl {
   Status AdoptInstance(const cloud::InstanceView& v, double* now);
   Status ReplayDecisions();
   Status PollProvider(double now);
+  // A command workload: program_finished once its program exited 0 on every
+  // live instance, or controller.terminate_grace_s after the first did.
+  void FinishedEverywhere();
   // A Poll that failed: waited out up to controller.provider_outage_s of
   // wall time, then the job fails (provider_failed) naming `error`.
   void ProviderOutage(const Status& error);

@@ -763,5 +763,44 @@ TEST_F(ControllerTest, GivingUpNamesTheLastErrorAWorkerWrote) {
       << out->message;
 }
 
+// A command workload ends when its program has finished on every node: the
+// node whose ranks exit first does not end the job while another node's
+// ranks still run (rank 0's evaluation and last output), and it gets no
+// replacement, which would change the gang under the ranks finishing.
+TEST_F(ControllerTest, ACommandWorkloadEndsWhenItsProgramFinishedOnEveryNode) {
+  SetMarket({Zone("us-east-1a", 0.9, {}), Zone("us-east-1b", 1.2, {})});
+  spec_ = Spec(1, 12);
+  spec_.command.run = "python3 train.py";
+  spec_.controller.terminate_grace_s = 30;
+  const fs::path last_output = dir_->path() / "last-output";
+  cloud::LocalProviderOptions o{.zones = zones_,
+                                .start_tick = spec_.market.start_tick,
+                                .notice_s = spec_.market.notice_seconds,
+                                .wall_epoch_unix_s = WallNow(),
+                                .time_compression = spec_.market.time_compression,
+                                .instances_dir = (dir_->path() / "instances").string(),
+                                .terminate_grace_wall_s = spec_.controller.terminate_grace_s};
+  // The first node's program ends at once; the second's 1.5 s later, after
+  // writing its last output.
+  auto launched = std::make_shared<int>(0);
+  o.command = [launched, last_output](const cloud::InstanceSpec&, const std::string&) {
+    if ((*launched)++ == 0) return std::vector<std::string>{"/bin/sh", "-c", "sleep 0.3"};
+    return std::vector<std::string>{"/bin/sh", "-c",
+                                    "sleep 1.8; echo 'test accuracy 0.9' > " + last_output.string()};
+  };
+  cloud::LocalProvider p(std::move(o));
+  Controller c(spec_, Deps(&p, &p));
+  auto out = RunToEnd(c);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->state, JobState::kSucceeded) << out->message;
+  EXPECT_EQ(out->launches, 2);
+  EXPECT_TRUE(fs::exists(last_output)) << "the job ended before the second node's program did";
+  auto events = store_->Events(spec_.name);
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(std::count_if(events->begin(), events->end(),
+                          [](const EventRecord& e) { return e.kind == "program-finished"; }),
+            2);
+}
+
 }  // namespace
 }  // namespace spot::control
