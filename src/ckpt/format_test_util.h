@@ -104,6 +104,15 @@ inline std::vector<Spec> SampleSpecs(bool big, int64_t big_floats = 9 * 262144) 
   return s;
 }
 
+// A few small records of every kind: floats, an integer scalar, an empty
+// record, int32 and bfloat16.
+inline std::vector<Spec> SmallSpecs() {
+  return {{"model/w", DType::kF32, {8, 8}},  {"model/b", DType::kF32, {8}},
+          {"optim/m", DType::kF32, {8, 8}},  {"step", DType::kI64, {}},
+          {"model/empty", DType::kF32, {0}}, {"model/i", DType::kI32, {5}},
+          {"model/h", DType::kBF16, {12}}};
+}
+
 inline Container Make(const std::vector<Spec>& specs, uint64_t seed) {
   Container c;
   uint64_t k = 0;

@@ -219,7 +219,10 @@ class ControllerTest : public ::testing::Test {
   // Instances sleep. Their command line names the instance (the executable is
   // a link to /bin/sleep in its local disk), as a worker's `--instance-id`
   // does: that is how a restarted provider recognizes them.
-  cloud::LocalProvider& NewProvider(double wall_epoch, bool failing_worker = false) {
+  // `command`, when set, is each launch's command line instead (its argument:
+  // the launch's number, from 0).
+  cloud::LocalProvider& NewProvider(double wall_epoch, bool failing_worker = false,
+                                    std::function<std::vector<std::string>(int)> command = {}) {
     cloud::LocalProviderOptions o{.zones = zones_,
                                   .start_tick = spec_.market.start_tick,
                                   .notice_s = spec_.market.notice_seconds,
@@ -227,7 +230,9 @@ class ControllerTest : public ::testing::Test {
                                   .time_compression = spec_.market.time_compression,
                                   .instances_dir = (dir_->path() / "instances").string(),
                                   .terminate_grace_wall_s = spec_.controller.terminate_grace_s};
-    o.command = [failing_worker](const cloud::InstanceSpec&, const std::string& local_dir) {
+    o.command = [failing_worker, command, launches = std::make_shared<int>(0)](
+                    const cloud::InstanceSpec&, const std::string& local_dir) {
+      if (command) return command((*launches)++);
       if (failing_worker) return std::vector<std::string>{"/bin/false"};
       const std::string exe = local_dir + "/sleep";
       std::error_code ec;
@@ -763,32 +768,20 @@ TEST_F(ControllerTest, GivingUpNamesTheLastErrorAWorkerWrote) {
       << out->message;
 }
 
-// A command workload ends when its program has finished on every node: the
-// node whose ranks exit first does not end the job while another node's
-// ranks still run (rank 0's evaluation and last output), and it gets no
-// replacement, which would change the gang under the ranks finishing.
+// A command workload ends when its program has finished on every node (rank
+// 0 may still evaluate), and a node that finished first gets no replacement.
 TEST_F(ControllerTest, ACommandWorkloadEndsWhenItsProgramFinishedOnEveryNode) {
   SetMarket({Zone("us-east-1a", 0.9, {}), Zone("us-east-1b", 1.2, {})});
   spec_ = Spec(1, 12);
   spec_.command.run = "python3 train.py";
   spec_.controller.terminate_grace_s = 30;
   const fs::path last_output = dir_->path() / "last-output";
-  cloud::LocalProviderOptions o{.zones = zones_,
-                                .start_tick = spec_.market.start_tick,
-                                .notice_s = spec_.market.notice_seconds,
-                                .wall_epoch_unix_s = WallNow(),
-                                .time_compression = spec_.market.time_compression,
-                                .instances_dir = (dir_->path() / "instances").string(),
-                                .terminate_grace_wall_s = spec_.controller.terminate_grace_s};
-  // The first node's program ends at once; the second's 1.5 s later, after
-  // writing its last output.
-  auto launched = std::make_shared<int>(0);
-  o.command = [launched, last_output](const cloud::InstanceSpec&, const std::string&) {
-    if ((*launched)++ == 0) return std::vector<std::string>{"/bin/sh", "-c", "sleep 0.3"};
-    return std::vector<std::string>{"/bin/sh", "-c",
-                                    "sleep 1.8; echo 'test accuracy 0.9' > " + last_output.string()};
-  };
-  cloud::LocalProvider p(std::move(o));
+  // The second node's program ends 1.5 s after the first's, with output.
+  cloud::LocalProvider& p = NewProvider(WallNow(), false, [last_output](int launch) {
+    if (launch == 0) return std::vector<std::string>{"/bin/sh", "-c", "sleep 0.3"};
+    return std::vector<std::string>{
+        "/bin/sh", "-c", "sleep 1.8; echo 'test accuracy 0.9' > " + last_output.string()};
+  });
   Controller c(spec_, Deps(&p, &p));
   auto out = RunToEnd(c);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
