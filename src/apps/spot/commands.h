@@ -171,6 +171,7 @@ struct SimArgs {
   int64_t start_tick = 0;        // run: --start-tick
   std::string format = "table";  // json | table
   std::string svg;               // run: --svg FILE; eval: with --protocol, the intervals
+  bool runs = false;             // eval --protocol --format json: every scored start's run
   std::string decision_log;      // run: --decision-log FILE (JSON lines)
   uint64_t seed = 1;             // synthetic market seed
   // eval --protocol (docs/spotsim.md, Evaluation protocol):

@@ -206,6 +206,9 @@ int RunProtocolEval(const policy::PolicyRegistry& reg, const std::vector<market:
     return Fail(InvalidArgumentError(
         fmt::format("--train-fraction: must be in (0, 1), got {}", a.train_fraction)));
   }
+  if (a.runs && a.format != "json") {
+    return Fail(InvalidArgumentError("--runs: lists runs in JSON only (--format json)"));
+  }
   std::vector<std::string> policies = SplitNames(a.policies);
   if (policies.empty()) return Fail(InvalidArgumentError("--policies: no policy named"));
   for (const std::string& p : policies) {
@@ -238,7 +241,7 @@ int RunProtocolEval(const policy::PolicyRegistry& reg, const std::vector<market:
     if (!w.ok()) return Fail(InvalidArgumentError("--svg " + a.svg + ": " + w.message()));
     fmt::print(stderr, "picture: {}\n", a.svg);
   }
-  fmt::print("{}", a.format == "json" ? ProtocolJson(*r) : ProtocolTable(*r));
+  fmt::print("{}", a.format == "json" ? ProtocolJson(*r, a.runs) : ProtocolTable(*r));
   return kExitOk;
 }
 
@@ -318,6 +321,9 @@ CLI::App* AddSimCommand(CLI::App& app, SimArgs* a) {
       ->capture_default_str();
   eval->add_option("--bootstrap-seed", a->bootstrap_seed, "Seed of the bootstrap")
       ->capture_default_str();
+  eval->add_flag("--runs", a->runs,
+                 "With --protocol and --format json: list every scored start's run (start tick, "
+                 "cost, on-demand and spot hours, deadline met, changeovers, preemptions)");
   eval->add_option("--svg", a->svg,
                    "With --protocol: write the ratio to up with its intervals (SVG) to this file");
   for (CLI::App* c : {run, eval}) {
@@ -358,8 +364,8 @@ int RunSim(const SimArgs& a) {
   }
   if (a.action == "run") return RunOne(reg, *traces, a);
   if (a.protocol.empty()) {
-    if (a.start_every > 0 || !a.svg.empty()) {
-      return Fail(InvalidArgumentError("--start-every and --svg of eval need --protocol"));
+    if (a.start_every > 0 || !a.svg.empty() || a.runs) {
+      return Fail(InvalidArgumentError("--start-every, --svg and --runs of eval need --protocol"));
     }
     return RunEval(reg, *traces, a);
   }

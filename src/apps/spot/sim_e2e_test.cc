@@ -167,6 +167,22 @@ TEST_F(SimCliTest, ProtocolLooJsonTableAndSvg) {
   j.erase("seconds");
   j2.erase("seconds");
   EXPECT_EQ(j, j2);
+  EXPECT_FALSE(h.contains("runs"));
+
+  // --runs: the scored starts behind each policy's figures.
+  json.push_back("--runs");
+  r = Spot(json);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto runs = nlohmann::json::parse(r.out)["markets"][2]["policies"]["od"]["runs"];
+  ASSERT_EQ(runs.size(), 8u);
+  double sum = 0;
+  for (const auto& run : runs) {
+    EXPECT_EQ(run["start"].get<int64_t>() % 2, 0);
+    EXPECT_EQ(run["spot_hours"], 0.0);
+    EXPECT_TRUE(run["met_deadline"].get<bool>());
+    sum += run["cost"].get<double>();
+  }
+  EXPECT_NEAR(sum / 8, m["policies"]["od"]["cost"]["mean"].get<double>(), 1e-9);
 
   fs::path svg = dir_ / "loo.svg";
   args.insert(args.end(), {"--svg", svg.string()});
@@ -208,6 +224,12 @@ TEST_F(SimCliTest, ProtocolBadInputExitsTwo) {
   r = with({"eval", "--start-every", "2", "--trace", a.string()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("need --protocol"), std::string::npos) << r.err;
+  r = with({"eval", "--runs", "--trace", a.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("need --protocol"), std::string::npos) << r.err;
+  r = with({"eval", "--protocol", "in-sample", "--runs", "--trace", a.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--runs: lists runs in JSON only"), std::string::npos) << r.err;
   r = with({"eval", "--protocol", "in-sample", "--trace", a.string(), "--start-every", "0"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--start-every"), std::string::npos) << r.err;

@@ -80,7 +80,7 @@ std::string ProtocolDescription(sim::Protocol p) {
   return "";
 }
 
-std::string ProtocolJson(const sim::ProtocolResult& r) {
+std::string ProtocolJson(const sim::ProtocolResult& r, bool runs) {
   ordered_json j;
   j["protocol"] = sim::ProtocolName(r.options.protocol);
   j["description"] = ProtocolDescription(r.options.protocol);
@@ -108,7 +108,22 @@ std::string ProtocolJson(const sim::ProtocolResult& r) {
                        {"starts", m.starts.size()},
                        {"trained_on", m.trained}};
     mj["policies"] = ordered_json::object();
-    for (const sim::PolicyScore& p : m.policies) mj["policies"][p.policy] = PolicyJson(p);
+    for (const sim::PolicyScore& p : m.policies) {
+      ordered_json pj = PolicyJson(p);
+      if (runs) {
+        pj["runs"] = ordered_json::array();
+        for (const sim::StartRun& s : p.runs) {
+          pj["runs"].push_back({{"start", s.start},
+                                {"cost", s.cost},
+                                {"od_hours", s.od_hours},
+                                {"spot_hours", s.spot_hours},
+                                {"met_deadline", s.met_deadline},
+                                {"changeovers", s.changeovers},
+                                {"preemptions", s.preemptions}});
+        }
+      }
+      mj["policies"][p.policy] = std::move(pj);
+    }
     j["markets"].push_back(std::move(mj));
   }
   j["pooled"] = ordered_json::object();

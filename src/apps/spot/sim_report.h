@@ -32,7 +32,10 @@ std::string EvalJson(const std::vector<MarketReport>& reports, const SimArgs& ar
 std::string EvalTable(const std::vector<MarketReport>& reports);
 // `spot sim eval --protocol P`: one JSON document (docs/spotsim.md,
 // "Evaluation protocol") and a table per market plus the pooled one.
-std::string ProtocolJson(const sim::ProtocolResult& result);
+// With `runs`, each market's policies list every scored start's run (its
+// start tick, cost, on-demand and spot hours, deadline, changeovers,
+// preemptions): the starts behind a mean or a p95.
+std::string ProtocolJson(const sim::ProtocolResult& result, bool runs = false);
 std::string ProtocolTable(const sim::ProtocolResult& result);
 // What the protocol means, in one line ("loo: parameters fitted on the other
 // markets, scored on the one left out").
