@@ -24,8 +24,10 @@ class SystemClock final : public Clock {
 }  // namespace
 
 Clock* RealClock() {
-  static SystemClock clock;
-  return &clock;
+  // Never destroyed: objects destroyed at exit (a test's shared server
+  // stopping its process) still read it.
+  static SystemClock* const clock = new SystemClock;
+  return clock;
 }
 
 void ManualClock::Advance(double seconds) {

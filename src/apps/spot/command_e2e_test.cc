@@ -147,9 +147,12 @@ TEST_F(CommandTest, NoticesReachTheProgramWhichResumesWhereItSaved) {
     ASSERT_EQ(steps.size(), 160u) << "rank " << rank;
     for (int i = 0; i < 160; ++i) ASSERT_EQ(steps[i], i + 1) << "rank " << rank;
   }
-  // The variables of each start: a generation's ranks are 0..3 of 4 with one
-  // master; SpotTrain's point at the job.
+  // The variables of each start: a generation's ranks are 0..W-1 of its
+  // W = 2 x its nodes, with one master (min_nodes is 1: a node left alone by
+  // a notice may run a generation of its own until the gang is whole again);
+  // SpotTrain's point at the job.
   std::map<std::string, std::set<int>> ranks_by_master;
+  std::map<std::string, std::set<std::string>> world_by_master;
   int starts = 0;
   for (const auto& e : fs::directory_iterator(ckpt)) {
     if (!e.path().filename().string().starts_with("env.")) continue;
@@ -159,7 +162,7 @@ TEST_F(CommandTest, NoticesReachTheProgramWhichResumesWhereItSaved) {
     for (std::string line; std::getline(in, line);) {
       env[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
     }
-    EXPECT_EQ(env["WORLD_SIZE"], "4");
+    EXPECT_TRUE(env["WORLD_SIZE"] == "4" || env["WORLD_SIZE"] == "2") << e.path();
     EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
     auto number = [&](const char* name) {
       auto v = ParseInteger(env[name]);
@@ -173,12 +176,17 @@ TEST_F(CommandTest, NoticesReachTheProgramWhichResumesWhereItSaved) {
     EXPECT_TRUE(env["SPOT_CONTROLLER_URL"].starts_with("http://127.0.0.1:")) << e.path();
     EXPECT_TRUE(fs::exists(env["SPOT_TOKEN_FILE"])) << e.path();
     EXPECT_TRUE(env["SPOT_NOTICE_FILE"].ends_with("notice.json"));
+    EXPECT_LT(number("RANK"), number("WORLD_SIZE")) << e.path();
     ranks_by_master[env["MASTER_PORT"]].insert(static_cast<int>(number("RANK")));
+    world_by_master[env["MASTER_PORT"]].insert(env["WORLD_SIZE"]);
   }
   EXPECT_GE(starts, 12) << "three generations of four ranks";
+  int whole = 0;  // generations of the whole gang, every rank started
   for (const auto& [port, ranks] : ranks_by_master) {
-    EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3})) << "generation with master port " << port;
+    EXPECT_EQ(world_by_master[port].size(), 1u) << "generation with master port " << port;
+    whole += ranks == std::set<int>{0, 1, 2, 3} ? 1 : 0;
   }
+  EXPECT_GE(whole, 3) << "the first generation and one after each preemption";
   // The notice file reached the program with the deadline.
   const std::string logs = InstanceLogs("counted");
   EXPECT_NE(logs.find("\"deadline_unix_s\":"), std::string::npos) << logs;
