@@ -82,6 +82,12 @@ ckpt::Container TrainAndSave(testing::Replica& r, Checkpointer& k, int steps) {
   return r.Capture();
 }
 
+// A new process's resume into `r`: a checkpointer opened on the spec's store.
+Result<ResumeInfo> ResumeInto(const TrainSpec& spec, testing::Replica& r) {
+  SPOT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpointer> k, Checkpointer::Open(spec));
+  return k->Resume(r.Refs());
+}
+
 TEST(CheckpointerTest, ResumeDecodesTheParametersStraightIntoTheModel) {
   auto tmp = TempDir::Create("spot_checkpointer_test");
   ASSERT_TRUE(tmp.ok());
@@ -94,9 +100,7 @@ TEST(CheckpointerTest, ResumeDecodesTheParametersStraightIntoTheModel) {
     saved = TrainAndSave(a, **k, 3);
   }
   testing::Replica b(spec);
-  auto k = Checkpointer::Open(spec);
-  ASSERT_TRUE(k.ok());
-  auto r = (*k)->Resume(b.Refs());
+  auto r = ResumeInto(spec, b);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->version, 1);
   EXPECT_EQ(r->step, 3);
@@ -124,9 +128,7 @@ TEST(CheckpointerTest, ADamagedOnlyVersionStartsFreshWithAFreshStartsWeights) {
 
   testing::Replica b(spec);
   const at::Tensor generator = GeneratorState();
-  auto k = Checkpointer::Open(spec);
-  ASSERT_TRUE(k.ok());
-  auto r = (*k)->Resume(b.Refs());
+  auto r = ResumeInto(spec, b);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->version, -1);
   EXPECT_TRUE(at::equal(b.State(), fresh_weights)) << "not the fresh start's weights";
@@ -141,7 +143,6 @@ TEST(CheckpointerTest, ADamagedNewestVersionResumesTheOlderOneBitwise) {
   TrainSpec spec = Spec(tmp->path());
   spec.checkpoint.delta = "none";  // two full versions
   ckpt::Container older;
-  std::vector<double> then;
   {
     testing::Replica a(spec);
     auto k = Checkpointer::Open(spec);
@@ -151,9 +152,7 @@ TEST(CheckpointerTest, ADamagedNewestVersionResumesTheOlderOneBitwise) {
   }
   DamageRecord(spec, 2, "model/fc3.bias");
   testing::Replica b(spec);
-  auto k = Checkpointer::Open(spec);
-  ASSERT_TRUE(k.ok());
-  auto r = (*k)->Resume(b.Refs());
+  auto r = ResumeInto(spec, b);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->version, 1);
   EXPECT_EQ(r->step, 2);
