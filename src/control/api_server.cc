@@ -330,10 +330,7 @@ class HttpApiServer final : public ApiServer {
   Status Listen(int port);
 
   int port() const override { return port_; }
-  std::string url() const override {
-    bool v6 = host_.find(':') != std::string::npos;
-    return fmt::format("http://{}{}{}:{}", v6 ? "[" : "", host_, v6 ? "]" : "", port_);
-  }
+  std::string url() const override { return "http://" + HostPort(host_, port_); }
   const std::string& token() const override { return token_; }
 
  private:

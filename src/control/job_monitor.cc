@@ -17,6 +17,7 @@
 
 #include "control/controller.h"
 #include "control/dashboard_data.h"
+#include "core/net.h"
 #include "core/number_text.h"
 #include "market/hazard.h"
 #include "monitor/metrics.h"
@@ -252,14 +253,12 @@ void JobMonitor::Impl::ScrapeWorkers(const std::vector<InstanceRecord>& live, co
     const std::optional<std::pair<std::string, int>> at = MetricsEndpoint(r.id);
     if (!at) continue;
     const auto& [host, port] = *at;
-    const bool v6 = host.find(':') != std::string::npos;
-    targets_json.push_back(
-        {{"targets", {fmt::format("{}{}{}:{}", v6 ? "[" : "", host, v6 ? "]" : "", port)}},
-         {"labels",
-          {{"spot_job", o.spec.name},
-           {"spot_instance", r.id},
-           {"pool", r.zone_name},
-           {"lifecycle", Lifecycle(r.spot)}}}});
+    targets_json.push_back({{"targets", {HostPort(host, port)}},
+                            {"labels",
+                             {{"spot_job", o.spec.name},
+                              {"spot_instance", r.id},
+                              {"pool", r.zone_name},
+                              {"lifecycle", Lifecycle(r.spot)}}}});
     httplib::Client client(host, port);
     client.set_connection_timeout(0, 300000);
     client.set_read_timeout(0, 500000);

@@ -18,6 +18,11 @@ bool IsLoopbackHost(const std::string& host) {
   return (ntohl(addr.s_addr) >> 24) == 127;
 }
 
+std::string HostPort(const std::string& host, int port) {
+  const bool v6 = host.find(':') != std::string::npos;
+  return fmt::format("{}{}{}:{}", v6 ? "[" : "", host, v6 ? "]" : "", port);
+}
+
 Status CheckListenAddress(std::string_view what, const std::string& host, int port,
                           bool reachable_from_network) {
   if (reachable_from_network) {

@@ -13,6 +13,10 @@ namespace spot {
 // True for "localhost", "::1" and any IPv4 address in 127.0.0.0/8.
 bool IsLoopbackHost(const std::string& host);
 
+// "HOST:PORT", an IPv6 host in brackets ("[::1]:80"): an address in a URL or
+// a Prometheus target.
+std::string HostPort(const std::string& host, int port);
+
 // Where a server (`what`, e.g. "API server") may listen: a loopback address,
 // or, when `reachable_from_network`, one named address (never a wildcard:
 // "", 0.0.0.0, ::), and a port in [0, 65535]. InvalidArgument naming the

@@ -33,5 +33,26 @@ TEST(NetTest, PickFreePortGivesAPortWeCanBind) {
   ::close(fd);
 }
 
+TEST(NetTest, HostPortBracketsIpv6) {
+  EXPECT_EQ(HostPort("127.0.0.1", 80), "127.0.0.1:80");
+  EXPECT_EQ(HostPort("::1", 8080), "[::1]:8080");
+}
+
+TEST(NetTest, ServersListenOnLoopbackOrOneNamedAddress) {
+  EXPECT_TRUE(CheckListenAddress("API server", "127.0.0.1", 0, false).ok());
+  Status st = CheckListenAddress("API server", "10.0.0.5", 80, false);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("API server: host \"10.0.0.5\" is not a loopback address"),
+            std::string::npos)
+      << st.message();
+  EXPECT_TRUE(CheckListenAddress("API server", "10.0.0.5", 80, true).ok());
+  for (const char* wildcard : {"", "0.0.0.0", "::", "[::]"}) {
+    st = CheckListenAddress("metrics server", wildcard, 80, true);
+    EXPECT_NE(st.message().find("listens on every address"), std::string::npos) << wildcard;
+  }
+  st = CheckListenAddress("metrics server", "127.0.0.1", 70000, false);
+  EXPECT_NE(st.message().find("port 70000 out of range"), std::string::npos) << st.message();
+}
+
 }  // namespace
 }  // namespace spot

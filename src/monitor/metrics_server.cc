@@ -134,9 +134,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(
 int MetricsServer::port() const { return impl_->port; }
 
 std::string MetricsServer::url() const {
-  const std::string& host = impl_->options.host;
-  bool v6 = host.find(':') != std::string::npos;
-  return fmt::format("http://{}{}{}:{}", v6 ? "[" : "", host, v6 ? "]" : "", impl_->port);
+  return "http://" + HostPort(impl_->options.host, impl_->port);
 }
 
 }  // namespace spot::monitor

@@ -295,8 +295,7 @@ Result<std::string> Agent::MasterAddress(const dist::Generation& g) {
   const std::string key = Key(g.number, "master");
   if (g.rank == 0) {
     SPOT_ASSIGN_OR_RETURN(int port, PickFreePort());
-    const bool v6 = host_.find(':') != std::string::npos;
-    const std::string address = fmt::format("{}{}{}:{}", v6 ? "[" : "", host_, v6 ? "]" : "", port);
+    const std::string address = HostPort(host_, port);
     SPOT_RETURN_IF_ERROR(kv_->Put(key, address));
     return address;
   }

@@ -22,6 +22,7 @@
 #include "control/job_monitor.h"
 #include "core/clock.h"
 #include "core/logging.h"
+#include "core/net.h"
 #include "dist/c10d_stores.h"
 #include "dist/elastic_trainer.h"
 #include "monitor/chrome_trace.h"
@@ -107,8 +108,7 @@ Result<std::string> AddressTowardRendezvous(const std::string& url) {
 
 void PublishMetricsAddress(dist::KvStore& kv, const std::string& job, const std::string& instance,
                            const std::string& host, int port) {
-  const bool v6 = host.find(':') != std::string::npos;
-  const std::string at = fmt::format("{}{}{}:{}", v6 ? "[" : "", host, v6 ? "]" : "", port);
+  const std::string at = HostPort(host, port);
   spdlog::info("metrics at http://{}/metrics", at);
   if (Status st = kv.Put(control::MetricsAddressKey(job, instance), at); !st.ok()) {
     spdlog::warn("publishing the metrics address {}: {}", at, st.message());
