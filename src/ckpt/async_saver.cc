@@ -89,7 +89,12 @@ Status AsyncSaver::Flush(Clock::time_point deadline) {
   auto done = [&] {
     return write_queue_.empty() && !writing_ && replicate_queue_.empty() && !replicating_;
   };
-  if (!cv_.wait_until(lock, deadline, done)) {
+  // With a deadline, the durable copies still to make are plain ones.
+  const bool hurry = deadline != Clock::time_point::max();
+  if (hurry && deadline_flushes_++ == 0) plain_copy_ = true;
+  const bool finished = cv_.wait_until(lock, deadline, done);
+  if (hurry && --deadline_flushes_ == 0) plain_copy_ = false;
+  if (!finished) {
     return DeadlineExceededError(fmt::format(
         "checkpoint flush: deadline passed with {} version(s) still to write and {} to replicate",
         write_queue_.size() + (writing_ ? 1 : 0),
@@ -139,7 +144,7 @@ void AsyncSaver::WriterLoop() {
       free_.push_back(job.snapshot);
       if (v.ok()) {
         last_committed_ = v->id;
-        replicate_queue_.push_back({std::move(v).value(), write_s, 0});
+        replicate_queue_.push_back({{std::move(v).value(), write_s, 0}, job.request.plan});
       } else if (write_error_.ok()) {
         write_error_ = st;
       }
@@ -162,20 +167,25 @@ void AsyncSaver::NoteWritten(const VersionInfo& v) {
 
 void AsyncSaver::ReplicatorLoop() {
   for (;;) {
-    SaveReport r;
+    Replication job;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !replicate_queue_.empty(); });
       if (replicate_queue_.empty()) return;
-      r = std::move(replicate_queue_.front());
+      job = std::move(replicate_queue_.front());
       replicate_queue_.pop_front();
       replicating_ = true;
     }
+    SaveReport& r = job.report;
     Status st;
     if (store_->has_durable()) {
       auto t0 = Clock::now();
-      st = store_->Replicate(r.info);
+      auto done = store_->Replicate(
+          r.info, {.plan = job.plan, .zstd_level = opt_.zstd_level, .plain_copy = &plain_copy_});
+      st = done.status();
       if (st.ok()) {
+        r.durable_full = done->materialized;
+        r.durable_chain_depth = done->durable_chain_depth;
         r.info.tiers.push_back(Tier::kDurable);
         auto dropped = store_->ApplyRetention(Tier::kDurable);
         if (!dropped.ok()) spdlog::warn("durable retention: {}", dropped.status().message());

@@ -11,11 +11,19 @@
 // Flush(deadline) waits for everything submitted to be committed and
 // replicated, for the last seconds before a preemption.
 //
+// The replicator writes a version's durable copy in full where the store
+// asks for it (StoreOptions::durable_max_chain), with the plan the version
+// was saved with. While a Flush with a deadline waits, it copies versions as
+// they are instead (a full encode is what a deadline cannot afford): such a
+// Flush takes longer than plain copies by at most the materialization
+// already under way, which is abandoned if its decode ends first.
+//
 // A write error is returned by the next Acquire or Flush, and the next version
 // is then written in full. A replication error is logged and returned by
 // Flush; training goes on with the local tier.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -53,6 +61,10 @@ struct SaveReport {
   VersionInfo info;
   double write_s = 0;      // encode + write + retention on the writer thread
   double replicate_s = 0;  // copy to the durable tier (0 without one)
+  // The durable copy was written in full (materialized; its time is part of
+  // replicate_s), and its depth in the durable tier's delta chain.
+  bool durable_full = false;
+  int durable_chain_depth = 0;
 };
 
 class AsyncSaver {
@@ -100,6 +112,10 @@ class AsyncSaver {
   // Writer thread: decides from a committed version whether the next is full.
   void NoteWritten(const VersionInfo& v);
   void ReplicatorLoop();
+  struct Replication {
+    SaveReport report;
+    CodecPlan plan;  // the plan the version was saved with
+  };
 
   CheckpointStore* store_;
   AsyncSaverOptions opt_;
@@ -110,8 +126,11 @@ class AsyncSaver {
   std::vector<Container*> free_;
   std::deque<Job> write_queue_;
   bool writing_ = false;
-  std::deque<SaveReport> replicate_queue_;
+  std::deque<Replication> replicate_queue_;
   bool replicating_ = false;
+  int deadline_flushes_ = 0;  // Flush calls with a deadline now waiting
+  // Set while deadline_flushes_ > 0: the replicator copies plainly.
+  std::atomic<bool> plain_copy_{false};
   std::vector<SaveReport> completed_;
   Status write_error_;
   Status replicate_error_;

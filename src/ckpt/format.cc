@@ -174,7 +174,9 @@ Result<WrittenFile> WriteCheckpointFile(Container& c, const CodecPlan& plan, Con
     return InvalidArgumentError(
         fmt::format("raw_below_saving {} is not in [0, 1)", plan.raw_below_saving));
   }
-  const bool delta_version = base_id >= 0 && !reference->empty();
+  // No reference: a full version written once (a durable copy written in
+  // full), with no next delta to prepare for.
+  const bool delta_version = base_id >= 0 && reference != nullptr && !reference->empty();
   HashingWriter w(out);
   std::string header(kMagic);
   Put<uint32_t>(&header, kFormatVersion);
@@ -202,7 +204,9 @@ Result<WrittenFile> WriteCheckpointFile(Container& c, const CodecPlan& plan, Con
     // The reference's storage for this record: the base's bytes (updated in
     // place by q8-delta), reused for a full record of the same size.
     Buffer ref_storage;
-    if (base_idx >= 0) {
+    if (reference == nullptr) {
+      // Nothing to keep: full codecs read no base.
+    } else if (base_idx >= 0) {
       ref_storage = reference->ReleaseStorage(static_cast<size_t>(base_idx));
     } else if (int j = reference->FindIndex(r.name);
                j >= 0 && reference->records()[j].data.size() == r.data.size()) {
@@ -213,7 +217,8 @@ Result<WrittenFile> WriteCheckpointFile(Container& c, const CodecPlan& plan, Con
     for (uint64_t pos = 0; pos < r.data.size(); pos += kChunkBytes) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, r.data.size() - pos));
       std::span<const char> raw(r.data.data() + pos, n);
-      std::span<char> base(ref_storage.data() + pos, n);
+      std::span<char> base =
+          reference ? std::span<char>(ref_storage.data() + pos, n) : std::span<char>();
       Status st = codec.Encode(e.codec, r.dtype, raw, base, &stored);
       if (!st.ok()) return st.WithContext("record " + r.name);
       if (StoreRaw(stored.size(), n, plan.raw_below_saving)) {
@@ -225,13 +230,15 @@ Result<WrittenFile> WriteCheckpointFile(Container& c, const CodecPlan& plan, Con
       e.chunks.push_back({w.offset(), stored.size(), Checksum(stored)});
       SPOT_RETURN_IF_ERROR(w.Append(stored));
     }
-    if (e.codec != Codec::kQ8Delta && !r.data.empty()) {
+    if (reference != nullptr && e.codec != Codec::kQ8Delta && !r.data.empty()) {
       std::memcpy(ref_storage.data(), r.data.data(), r.data.size());
     }
     r.checksum = Checksum(r.data);
     e.raw_checksum = e.codec == Codec::kQ8Delta ? Checksum(ref_storage) : r.checksum;
-    next_reference.AddWithStorage(r.name, r.dtype, r.shape, std::move(ref_storage));
-    next_reference.mutable_record(i).checksum = e.raw_checksum;
+    if (reference != nullptr) {
+      next_reference.AddWithStorage(r.name, r.dtype, r.shape, std::move(ref_storage));
+      next_reference.mutable_record(i).checksum = e.raw_checksum;
+    }
     ++codec_counts[CodecName(e.codec)];
     if (IsDelta(e.codec)) ++f.delta_records;
     f.payload_bytes += e.raw_bytes;
@@ -269,7 +276,7 @@ Result<WrittenFile> WriteCheckpointFile(Container& c, const CodecPlan& plan, Con
   SPOT_RETURN_IF_ERROR(w.Append(index));
   SPOT_RETURN_IF_ERROR(w.Append(footer));
 
-  *reference = std::move(next_reference);
+  if (reference != nullptr) *reference = std::move(next_reference);
   f.file_bytes = w.offset();
   f.checksum = w.digest();
   f.records = static_cast<int>(entries.size());

@@ -67,7 +67,8 @@ struct WrittenFile {
 
 // Writes `c` as version `id` to `out` (not committed: the caller commits).
 // `reference` is the state of the version this one is a delta against (its
-// id is `base_id`), or empty for a full version. Records found in it with the
+// id is `base_id`), or empty for a full version; null for a full version
+// written once, whose state no next delta needs (nothing is copied). Records found in it with the
 // same dtype and shape are delta-encoded with plan.delta; the rest with
 // plan.full. On success `*reference` holds exactly the state a reader decodes
 // from this file (the snapshot's values, or for q8-delta records their

@@ -290,6 +290,30 @@ TEST(FormatTest, AFullVersionReusesTheReferenceStorage) {
   EXPECT_EQ(f->base_id(), -1);
 }
 
+// A full version written once (a durable copy written in full) keeps no
+// reference: the same file as with an empty one, and no copy of the state.
+TEST(FormatTest, AFullVersionWithoutAReferenceIsTheSameFile) {
+  MemoryBlobStore store;
+  ChunkCodec codec;
+  Container c = Make(SampleSpecs(true), 3);
+  const Container want = Clone(c);
+  Container ref;
+  auto kept = WriteTo(store, "kept", c, CodecPlan{}, &ref, 7, -1, codec);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  auto once = WriteTo(store, "once", c, CodecPlan{}, nullptr, 7, -1, codec);
+  ASSERT_TRUE(once.ok()) << once.status().ToString();
+  EXPECT_EQ(*store.Read("once"), *store.Read("kept"));
+  EXPECT_EQ(once->checksum, kept->checksum);
+  EXPECT_EQ(once->raw_chunks, kept->raw_chunks);
+  auto got = ReadFrom(store, "once", nullptr, codec);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ExpectSame(*got, want);
+  // A delta plan with a base id but no reference writes every record in full.
+  auto lone = WriteTo(store, "lone", c, CodecPlan{}, nullptr, 8, 7, codec);
+  ASSERT_TRUE(lone.ok()) << lone.status().ToString();
+  EXPECT_EQ(lone->delta_records, 0);
+}
+
 TEST(FormatTest, NonFiniteValuesFallBackFromQ8ToLosslessDelta) {
   // q8-delta refuses NaN and infinities; a model holding one (an attention
   // mask of -inf, a diverged weight) must still be saved, losslessly.

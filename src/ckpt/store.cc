@@ -194,6 +194,10 @@ int64_t CheckpointStore::ParseId(const std::string& name) {
 Result<std::unique_ptr<CheckpointStore>> CheckpointStore::Open(StoreOptions options) {
   if (options.dir.empty()) return InvalidArgumentError("checkpoint directory is empty");
   if (options.retention.keep_last < 1) return InvalidArgumentError("keep_last must be >= 1");
+  if (options.durable_max_chain < 0) {
+    return InvalidArgumentError(
+        fmt::format("durable_max_chain must be >= 0 (got {})", options.durable_max_chain));
+  }
   if (options.durable_dir == options.dir) {
     return InvalidArgumentError("the durable tier must be another directory than " + options.dir);
   }
@@ -344,40 +348,9 @@ Result<VersionInfo> CheckpointStore::Save(Container& c, const SaveRequest& req) 
   ChunkCodec codec;
   Container reference;
   SPOT_ASSIGN_OR_RETURN(VersionInfo v, Write(ReserveId(), c, &reference, -1, 0, req, codec));
-  SPOT_RETURN_IF_ERROR(Replicate(v));
+  SPOT_RETURN_IF_ERROR(Replicate(v, {.plan = req.plan}).status());
   for (Tier t : Tiers()) SPOT_RETURN_IF_ERROR(ApplyRetention(t).status());
   return v;
-}
-
-Status CheckpointStore::Replicate(const VersionInfo& v) {
-  SPOT_RETURN_IF_ERROR(CheckWritable());
-  if (!has_durable()) return Status::Ok();
-  BlobStore& durable = *store(Tier::kDurable);
-  // A delta is useless in the durable tier without its base: first copy a
-  // base whose own copy failed (or never happened). Bases have lower ids, so
-  // this ends.
-  if (v.base >= 0 && v.base < v.id && !durable.Size(ManifestFileName(v.base)).ok()) {
-    auto base = ReadManifest(Tier::kLocal, v.base);
-    if (!base.ok()) {
-      return base.status().WithContext(
-          fmt::format("replicating checkpoint {}: its base is in neither tier", v.id));
-    }
-    SPOT_RETURN_IF_ERROR(Replicate(*base));
-  }
-  const std::string data = DataFileName(v.id);
-  SPOT_ASSIGN_OR_RETURN(uint64_t sum, CopyBlob(*store(Tier::kLocal), durable, data));
-  if (sum != v.checksum) {
-    (void)durable.Delete(data);
-    return DataLossError(fmt::format(
-        "{}: not copied to the durable tier: its checksum {:016x} is not the manifest's {:016x} "
-        "(the file changed since it was saved, or the manifest's checksum is wrong)",
-        store(Tier::kLocal)->Describe(data), sum, v.checksum));
-  }
-  SPOT_RETURN_IF_ERROR(CopyBlob(*store(Tier::kLocal), durable, ManifestFileName(v.id)).status());
-  int64_t prev = replicated_upto_.load();
-  while (prev < v.id && !replicated_upto_.compare_exchange_weak(prev, v.id)) {
-  }
-  return Status::Ok();
 }
 
 Result<std::vector<int64_t>> CheckpointStore::ApplyRetention(Tier tier, bool dry_run) {

@@ -15,8 +15,19 @@
 // List, Verify, Load and LoadNewestValid all go through it, so a version that
 // verification calls damaged is exactly one that a restore skips.
 //
+// A restart with no survivor reads the durable tier only and decodes the
+// whole delta chain of the version it restores. To keep that chain shallow,
+// Replicate writes the durable copy of a delta that would sit deeper than
+// StoreOptions::durable_max_chain there in full ("materialized": the same id,
+// step, parent, metadata and decoded records; base -1, chain depth 0),
+// decoded from the local tier with every check of a full load. The two
+// tiers' manifests of such a version then differ (base, chain depth, sizes,
+// checksums); readers check each copy against its own tier's manifest, and a
+// delta's base decodes to the same bytes from either tier.
+//
 // Retention (per tier, after each save): keep the last N versions, every M-th,
-// the best K by a metric of their metadata, the base chain of each kept one,
+// the best K by a metric of their metadata, the base chain of each kept one
+// (as that tier's manifests say: a materialized durable copy needs no base),
 // and in the local tier everything not yet replicated.
 //
 // Thread-safety: ReserveId, Write, Replicate, ApplyRetention and the readers
@@ -52,10 +63,24 @@ struct RetentionPolicy {
   int keep_best = 1;
 };
 
+// StoreOptions::durable_max_chain for "no limit".
+inline constexpr int kNoDurableChainLimit = std::numeric_limits<int>::max();
+
 struct StoreOptions {
   std::string dir;          // local tier, created when missing
   std::string durable_dir;  // durable tier, "" for none
   RetentionPolicy retention;
+  // The deepest delta chain a version's durable copy may sit on (>= 0): a
+  // delta whose durable copy would sit deeper (its base's durable chain depth
+  // + 1) is written there in full instead of copied. Each delta a restart
+  // decodes costs about a full version's decode (a 50M-parameter state: a
+  // full restore 0.26 s, a delta at depth 3 1.2 s), and a materialized copy
+  // costs the replicator a decode and an encode in the background, so jobs
+  // get 1 (train_spec.h: a restart decodes at most one full version and one
+  // delta, while only every other delta is re-encoded). 0 writes every
+  // durable copy in full. kNoDurableChainLimit (the default here, for tools
+  // and tests of the store itself) copies every version byte for byte.
+  int durable_max_chain = kNoDurableChainLimit;
   // A reader (inspection tools): the tier directories are neither created nor
   // cleaned of temporary files (a writer may be using them; a missing one
   // holds no versions), and Write, Replicate and ApplyRetention (other than a
@@ -149,6 +174,24 @@ struct SaveRequest {
   CodecPlan plan;
 };
 
+// How Replicate writes a version's durable copy.
+struct ReplicateOptions {
+  CodecPlan plan;      // a materialized copy's records get plan.full
+  int zstd_level = 1;  // of a materialized copy's chunks
+  // Read before a materialization's decode and before its encode: when it
+  // holds true, the version is copied as it is instead (the fast path in
+  // the last seconds before a preemption). May be null.
+  const std::atomic<bool>* plain_copy = nullptr;
+};
+
+// What Replicate did.
+struct ReplicateResult {
+  bool materialized = false;    // the durable copy was written in full
+  int durable_chain_depth = 0;  // the copy's depth in the durable tier's chain
+  uint64_t durable_bytes = 0;   // its data file's size
+  double materialize_s = 0;     // decode + encode + write of a materialized copy
+};
+
 class CheckpointStore {
  public:
   static Result<std::unique_ptr<CheckpointStore>> Open(StoreOptions options);
@@ -165,8 +208,17 @@ class CheckpointStore {
   // Synchronous full save: reserve, write, replicate, apply retention.
   Result<VersionInfo> Save(Container& c, const SaveRequest& req);
 
-  // Copies a committed local version to the durable tier (no-op without one).
-  Status Replicate(const VersionInfo& v);
+  // Copies a committed local version to the durable tier (no-op without
+  // one): the data file, verified against the manifest's checksum, then the
+  // manifest. A delta whose base has no durable copy first gets its base
+  // copied. A delta that would sit deeper than options().durable_max_chain
+  // in the durable tier's chain is materialized instead (see the top of this
+  // file): decoded from the local tier (every check of a full load), encoded
+  // in full with `o.plan` (as the writer's full versions), data committed
+  // before the manifest. When the copied delta's durable chain depth differs
+  // from its local one, the durable manifest says the durable depth.
+  Result<ReplicateResult> Replicate(const VersionInfo& v, const ReplicateOptions& o);
+  Status Replicate(const VersionInfo& v) { return Replicate(v, ReplicateOptions{}).status(); }
 
   // Deletes what the retention policy does not keep in one tier; returns the
   // ids deleted (or that would be, with dry_run).
@@ -256,6 +308,19 @@ class CheckpointStore {
                                const RecordPlacement* place = nullptr) const;
   // The state of every tier's copy of `id`; fills `out`.
   void InspectInto(int64_t id, CheckDepth depth, VersionCheck* out) const;
+
+  // Replicate's parts (replicate.cc). The chain depth `v`'s durable copy
+  // would have as a plain copy; kNoDurableChainLimit when its base's
+  // durable manifest is unreadable.
+  int DurableDepth(const VersionInfo& v) const;
+  // Copies `v`'s data and manifest as they are (the manifest saying
+  // `durable_depth` when that differs from v.chain_depth).
+  Status CopyVersion(const VersionInfo& v, int durable_depth);
+  // Writes `v`'s durable copy in full; false (nothing written) when
+  // o.plain_copy asked for a plain copy before the encode began.
+  Result<bool> Materialize(const VersionInfo& v, const ReplicateOptions& o, ReplicateResult* out);
+  // Raises replicated_upto_ to `id`.
+  void NoteReplicated(int64_t id);
 
   StoreOptions opt_;
   std::unique_ptr<BlobStore> tiers_[2];

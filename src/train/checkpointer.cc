@@ -103,8 +103,11 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Open(const TrainSpec& spec) 
   m->spec = spec;
   const CheckpointSpec& ck = spec.checkpoint;
   SPOT_ASSIGN_OR_RETURN(
-      m->store, ckpt::CheckpointStore::Open(
-                    {.dir = ck.dir, .durable_dir = ck.durable_dir, .retention = RetentionFor(ck)}));
+      m->store,
+      ckpt::CheckpointStore::Open({.dir = ck.dir,
+                                   .durable_dir = ck.durable_dir,
+                                   .retention = RetentionFor(ck),
+                                   .durable_max_chain = static_cast<int>(ck.durable_max_chain)}));
   m->saver = std::make_unique<ckpt::AsyncSaver>(
       m->store.get(), ckpt::AsyncSaverOptions{.delta = ck.delta != "none",
                                               .full_every = static_cast<int>(ck.full_every)});

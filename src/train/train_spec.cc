@@ -66,6 +66,7 @@ void ReadCheckpoint(SpecReader& r, CheckpointSpec* c) {
   r.Bool("q8_optimizer", &c->q8_optimizer);
   if (c->q8_optimizer && c->delta != "q8") r.AddError("q8_optimizer", "applies to delta: q8 only");
   r.Int("full_every", &c->full_every, {.min = 1, .max = 1000});
+  r.Int("durable_max_chain", &c->durable_max_chain, {.min = 0, .max = 1000});
   r.Bool("async", &c->async);
   r.Double("flush_deadline_s", &c->flush_deadline_s, {.min = 0, .min_exclusive = true});
   if (!c->keep_best.empty() && c->keep_best != "test_accuracy" && c->keep_best != "test_loss") {

@@ -46,8 +46,15 @@ struct CheckpointSpec {
   std::string delta = "sub";          // none | sub | xor | q8 (lossy, off by default)
   bool q8_optimizer = false;          // delta: q8; also quantize optimizer state
   int64_t full_every = 8;             // a full version at least every N versions, >= 1
-  bool async = true;                  // write in the background; false: training waits
-  double flush_deadline_s = 25;       // on SIGTERM: time allowed to finish saving
+  // The deepest delta chain a version may sit on in the durable tier, >= 0:
+  // deeper, its durable copy is written in full in the background. A restart
+  // with no survivor decodes the chain it restores from the durable tier
+  // (each delta about as costly as a full version), so the default 1 keeps
+  // it to a full version and at most one delta, at the cost of re-encoding
+  // every other delta on the replicator (0: every one).
+  int64_t durable_max_chain = 1;
+  bool async = true;             // write in the background; false: training waits
+  double flush_deadline_s = 25;  // on SIGTERM: time allowed to finish saving
 };
 
 // Automatic rollback on divergence.

@@ -46,6 +46,25 @@ std::string Why(const std::string& extra, const std::string& model = "model: mlp
   return s.ok() ? "" : s.status().message();
 }
 
+TEST(TrainSpecTest, DurableMaxChainIsBounded) {
+  const std::string job = "model: mlp\nbatch_size: 8\nsteps: 10\noptimizer: {type: adam}\n";
+  auto dflt = ParseTrainSpec(job, "j.yaml");
+  ASSERT_TRUE(dflt.ok()) << dflt.status().ToString();
+  EXPECT_EQ(dflt->checkpoint.durable_max_chain, 1);
+  auto zero = ParseTrainSpec(job + "checkpoint: {durable_max_chain: 0}\n", "j.yaml");
+  ASSERT_TRUE(zero.ok()) << zero.status().ToString();
+  EXPECT_EQ(zero->checkpoint.durable_max_chain, 0);
+  const std::string neg = Why("checkpoint: {durable_max_chain: -1}\n");
+  EXPECT_NE(neg.find("j.yaml:5:33: checkpoint.durable_max_chain: must be >= 0 (got -1)"),
+            std::string::npos)
+      << neg;
+  const std::string big = Why("checkpoint: {durable_max_chain: 5000}\n");
+  EXPECT_NE(big.find("checkpoint.durable_max_chain: must be <= 1000 (got 5000)"), std::string::npos)
+      << big;
+  EXPECT_NE(Why("checkpoint: {durable_max_chain: deep}\n").find("checkpoint.durable_max_chain"),
+            std::string::npos);
+}
+
 // epochs: 9223372036854775807 once passed, and epochs x steps per epoch
 // wrapped around: "-10 steps", nothing trained, exit 0. Counts are bounded
 // where they are read, and the product saturates all the same.
