@@ -8,6 +8,9 @@
 #include <xxh_x86dispatch.h>
 #endif
 
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -47,7 +50,32 @@ int64_t Record::numel() const {
   return n;
 }
 
+namespace {
+// The size of a transparent huge page on x86-64 and arm64 (4 KiB base pages).
+constexpr size_t kHugePageBytes = size_t{2} << 20;
+}  // namespace
+
 void* AllocateRecordMemory(size_t bytes) {
+  if (bytes >= kHugePageBytes) {
+    // Aligned to a huge page and advised to use them: a record's memory is
+    // then faulted in (and freed) 2 MiB at a time instead of 4 KiB, which
+    // roughly halves the kernel's share of decoding into fresh memory. The
+    // mapping is trimmed to exactly [p, p + bytes) so FreeRecordMemory's
+    // munmap stays the inverse.
+    const size_t span = bytes + kHugePageBytes;
+    void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) throw std::bad_alloc();
+    const auto base = reinterpret_cast<uintptr_t>(raw);
+    const uintptr_t aligned = (base + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+    static const size_t kPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t end = (aligned + bytes + kPage - 1) / kPage * kPage;
+    if (aligned > base) munmap(raw, aligned - base);
+    if (base + span > end) munmap(reinterpret_cast<void*>(end), base + span - end);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(reinterpret_cast<void*>(aligned), end - aligned, MADV_HUGEPAGE);
+#endif
+    return reinterpret_cast<void*>(aligned);
+  }
   if (bytes >= kPageAllocBytes) {
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();

@@ -1,8 +1,11 @@
 #include "ckpt/container.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <xxhash.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -344,4 +347,30 @@ TEST(ContainerTest, ClearDropsRecordsAndRecycledStorage) {
 }
 
 }  // namespace
+
+TEST(ContainerTest, RecordsOfHugePagesAreAlignedToThemAndFreedWhole) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t bytes = 3 * kHuge + page + 3;  // a tail that is neither
+  const size_t mapped = (bytes + page - 1) / page * page;
+  std::vector<unsigned char> resident(mapped / page);
+  char* p = nullptr;
+  {
+    SharedMemory m = AllocateSharedRecordMemory(bytes);
+    p = m.bytes.data();
+    ASSERT_EQ(m.bytes.size(), bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % kHuge, 0u) << "not aligned to a huge page";
+    for (size_t i = 0; i < bytes; i += 512) p[i] = static_cast<char>(i);
+    p[bytes - 1] = 'z';
+    EXPECT_EQ(p[bytes - 1], 'z');
+    // Every page of [p, p + bytes) is mapped...
+    EXPECT_EQ(mincore(p, mapped, resident.data()), 0) << std::strerror(errno);
+  }
+  // ...and none of them once the record is freed (the trimmed mapping was
+  // exactly the record's pages, so the one munmap took them all).
+  errno = 0;
+  EXPECT_EQ(mincore(p, mapped, resident.data()), -1);
+  EXPECT_EQ(errno, ENOMEM);
+}
+
 }  // namespace spot::ckpt
