@@ -187,11 +187,15 @@ TEST_F(MdpRules, WaitsOutAShortOutageWhereUpBuysOnDemand) {
   // Behind the uniform-progress line (ep(4) = 2.86 h) with 1.5 h of slack.
   EXPECT_EQ(DecideAt(*up, now, Placement::Idle(), 2.5, 4), Placement::OnDemand());
   EXPECT_EQ(DecideAt(*mdp, now, Placement::Idle(), 2.5, 4), Placement::Idle());
-  // Spot up now: take it.
+  // Spot up now: take it. (Each trace's own last tick: MarketView reads
+  // available[now], so `now` past a shorter trace's end read beyond it.)
   Use(Reliable({0, 1}));
+  now = static_cast<int64_t>(trace_.available.size()) - 1;
+  ASSERT_EQ(trace_.available[static_cast<size_t>(now)], 1);
   EXPECT_EQ(DecideAt(*mdp, now, Placement::Idle(), 2.5, 4), Placement::Spot(0));
   // On the safety net: on-demand.
   Use(Reliable({1, 1, 1}));
+  now = static_cast<int64_t>(trace_.available.size()) - 1;
   EXPECT_EQ(DecideAt(*mdp, now, Placement::Spot(0), 0.2, 4), Placement::OnDemand());
 }
 
