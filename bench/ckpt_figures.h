@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ckpt/codec.h"
+#include "ckpt/store.h"
 #include "ckpt_workload.h"
 
 namespace spot::bench {
@@ -101,6 +102,40 @@ struct RestoreFigures {
   uint64_t delta_file_bytes = 0;  // the newest delta
 };
 
+// 6. Restarting from the durable tier (ckpt_durable.cc).
+// The StoreOptions::durable_max_chain of each arm (kNoDurableChainLimit: byte
+// for byte copies; 1: what jobs get; 0: every durable copy in full).
+inline constexpr std::array<int, 3> kDurableMaxChains = {ckpt::kNoDurableChainLimit, 1, 0};
+inline std::string DurableChainName(int max_chain) {
+  return max_chain == ckpt::kNoDurableChainLimit ? "no limit" : std::to_string(max_chain);
+}
+
+// One version as an arm's AsyncSaver wrote and replicated it.
+struct DurableVersion {
+  int64_t id = 0;
+  int local_depth = 0, durable_depth = 0;  // chain depth in each tier
+  bool materialized = false;               // durable copy written in full
+  double write_s = 0;                      // SaveReport::write_s (local tier)
+  double replicate_s = 0;                  // SaveReport::replicate_s
+  uint64_t local_bytes = 0, durable_bytes = 0;
+};
+
+struct DurableArm {
+  int max_chain = 0;
+  std::vector<DurableVersion> versions;  // oldest first
+  // The restart: LoadNewestValid on a store whose local tier is new and empty.
+  std::vector<double> restore_s, load_s;  // + RestoreTrainState, and of which LoadNewestValid
+  int64_t restored_id = 0;
+  int restored_depth = 0;           // the chain depth the restore decoded
+  uint64_t durable_tier_bytes = 0;  // what the durable tier held at the restart
+};
+
+struct DurableFigures {
+  std::vector<DurableArm> arms;  // in kDurableMaxChains' order
+  std::vector<double> torch_s;   // torch::load of the newest state
+  double other_cores = 0;        // used by other processes during this section
+};
+
 // Everything measured for one training state.
 struct SubjectFigures {
   std::string key, title;
@@ -113,6 +148,7 @@ struct SubjectFigures {
   std::vector<BytesRow> bytes;
   std::vector<CodecRow> codecs;
   RestoreFigures restore;
+  DurableFigures durable;
   double other_cores = 0;  // used by other processes while this state was measured
 };
 

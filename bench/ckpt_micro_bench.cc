@@ -1,4 +1,4 @@
-// Micro-benchmarks of checkpoint files (format v2, no LibTorch, no disk):
+// Micro-benchmarks of checkpoint files (format v3, no LibTorch, no disk):
 // WriteCheckpointFile and CheckpointFile::ReadAll over an in-memory BlobStore,
 // full (raw, shuffle-zstd, planes-zstd) and delta (xor-delta, sub-delta,
 // q8-delta) versions, and the

@@ -209,7 +209,7 @@ std::string BytesSection(const std::vector<SubjectFigures>& all) {
   }
   return fmt::format(
       "### 3. Bytes written per save\n\n"
-      "Whole checkpoint files (format v2: header, chunks, index, footer) written by "
+      "Whole checkpoint files (format v3: header, chunks, index, footer) written by "
       "WriteCheckpointFile into memory at zstd level 1 (the saver's), of the full training "
       "state (parameters, buffers, Adam step/exp_avg/exp_avg_sq, RNG, counters). raw / stored "
       "= the snapshot's payload bytes over the file's bytes. Deltas: the state one Adam step, "
@@ -336,6 +336,89 @@ std::string RestoreSection(const std::vector<SubjectFigures>& all, const CkptBen
       o.restores, kRestoreChainDepth, kRawFullBelowSaving, t.ToMarkdown(), raw, writes);
 }
 
+double Sum(const std::vector<DurableVersion>& v, double DurableVersion::*field) {
+  double sum = 0;
+  for (const DurableVersion& x : v) sum += x.*field;
+  return sum;
+}
+
+std::string DurableSection(const std::vector<SubjectFigures>& all, const CkptBenchOptions& o) {
+  Table v({"state", "durable_max_chain", "version", "local chain depth", "durable chain depth",
+           "durable copy", "local MB", "durable MB", "write ms", "replicate ms"});
+  Table t({"state", "durable_max_chain", "restart restores", "chain depth decoded", "ms",
+           "of which LoadNewestValid ms", "vs torch::load",
+           fmt::format("replicate ms ({} versions)", kRestoreChainDepth + 1), "durable MB written",
+           "durable tier MB at restart", "verified"});
+  std::string raw, others;
+  for (const SubjectFigures& f : all) {
+    const DurableFigures& d = f.durable;
+    const double tl = Median(d.torch_s);
+    for (const DurableArm& a : d.arms) {
+      const std::string chain = DurableChainName(a.max_chain);
+      uint64_t written = 0;
+      for (const DurableVersion& x : a.versions) {
+        written += x.durable_bytes;
+        v.AddRow({f.title, chain, fmt::format("{}", x.id), fmt::format("{}", x.local_depth),
+                  fmt::format("{}", x.durable_depth), x.materialized ? "in full" : "copied",
+                  Mb(static_cast<double>(x.local_bytes)), Mb(static_cast<double>(x.durable_bytes)),
+                  fmt::format("{:.0f}", x.write_s * 1e3),
+                  fmt::format("{:.0f}", x.replicate_s * 1e3)});
+      }
+      const double m = Median(a.restore_s);
+      t.AddRow({f.title, chain, fmt::format("version {}", a.restored_id),
+                fmt::format("{}", a.restored_depth), fmt::format("{:.1f}", m * 1e3),
+                fmt::format("{:.1f}", Median(a.load_s) * 1e3), fmt::format("{:.2f}x", m / tl),
+                fmt::format("{:.0f}", Sum(a.versions, &DurableVersion::replicate_s) * 1e3),
+                Mb(static_cast<double>(written)), Mb(static_cast<double>(a.durable_tier_bytes)),
+                "yes"});
+      raw += fmt::format("- {} durable_max_chain {}: {} (ms)\n", f.key, chain,
+                         FormatList(Scaled(a.restore_s, 1e3), 1));
+    }
+    t.AddRow({f.title, "", "torch::load (model + optimizer)", "", fmt::format("{:.1f}", tl * 1e3),
+              "", "1.00x", "", "", "", "yes"});
+    raw += fmt::format("- {} torch::load: {} (ms)\n", f.key, FormatList(Scaled(d.torch_s, 1e3), 1));
+    others += fmt::format("{}{} {:.2f}", others.empty() ? "" : ", ", f.key, d.other_cores);
+  }
+  return fmt::format(
+      "### 6. Restarting from the durable tier\n\n"
+      "A restart after a preemption that left no survivor: the local tier is lost and the "
+      "restore reads the durable tier only. Three stores with a durable directory, alike but for "
+      "StoreOptions::durable_max_chain (no limit: every durable copy is the local file byte for "
+      "byte; 1: what jobs get; 0: every durable copy written in full), save the same states, a "
+      "full version and then a delta after each of {} training steps (the states captured once; "
+      "before a store saves one, the model is restored to it, untimed). One store after the "
+      "other, each with its own AsyncSaver (sub-delta versions, full_every 8, deltas whatever "
+      "they save) and each save waited for with Flush() (no deadline) before the next, so no "
+      "replication overlaps other work; untimed, the process's free memory goes back to the "
+      "system before each store (malloc_trim: every saver starts on fresh pages, as a job's "
+      "first save does) and the file system's dirty pages are written out before each save "
+      "(sync), so no store pays for another's; one save to a scratch store comes first (the "
+      "process's first save after the earlier sections finds its memory slowly). The first table "
+      "is each version in "
+      "each store: its chain depth in each tier, whether "
+      "its durable copy was copied or written in full (decoded from the local tier with its "
+      "chain and re-encoded as a full version), both files' sizes, the writer thread's time "
+      "(SaveReport::write_s: encode, write, fsync, retention) and the replicator's "
+      "(SaveReport::replicate_s: the copy, or the decode, encode, write and checks of a copy in "
+      "full, then the durable tier's retention). Then each store is closed, its local tier "
+      "directory deleted, and the store opened again on the same durable directory with a new, "
+      "empty local one; "
+      "\"ms\" is LoadNewestValid of the newest version into the model (a TensorPlacement of its "
+      "parameters and buffers) + RestoreTrainState, median of {} reps, the stores' order rotated "
+      "each rep. Before each restore the parameters and buffers are zeroed and the Adam state "
+      "dropped, and after it the state is compared record by record (by checksum) with the "
+      "newest state saved; each restore must come from the durable tier with nothing skipped. "
+      "\"chain depth decoded\": deltas the restore decoded on top of a full version (the durable "
+      "copy's chain depth). \"durable MB written\": the {} durable copies; \"at restart\": "
+      "what the durable tier held after its retention (keep the last 3 and their bases). "
+      "torch::load reads files torch::save wrote of the same newest state, after each rep's "
+      "restores. All files were just written (page cache warm). \"vs torch::load\" < 1 means "
+      "ours is faster. Cores other processes used during this section: {}.\n\n{}\nThe "
+      "restarts:\n\n{}\nAll reps:\n{}",
+      kRestoreChainDepth, o.restores, kRestoreChainDepth + 1, others, v.ToMarkdown(),
+      t.ToMarkdown(), raw);
+}
+
 }  // namespace
 
 std::string CkptReport(const CkptBenchOptions& o, const std::string& data_source,
@@ -346,12 +429,13 @@ std::string CkptReport(const CkptBenchOptions& o, const std::string& data_source
   }
   if (o.restore_only) {
     return fmt::format(
-               "## ckpt: restore time\n\nStates: {}. Each after {} Adam steps (lr 1e-3, batch "
+               "## ckpt: restore time and restarts from the durable tier\n\nStates: {}. Each after "
+               "{} Adam steps (lr 1e-3, batch "
                "{}) on {}; {} intra-op threads, seed {}. Cores other processes used meanwhile: "
                "{}. The workload took {:.0f} s.\n\n",
                fmt::join(o.states, ", "), o.warmup_steps, o.batch, data_source, o.threads, o.seed,
                others, elapsed_s) +
-           RestoreSection(all, o);
+           RestoreSection(all, o) + "\n" + DurableSection(all, o);
   }
   return fmt::format(
              "## ckpt: checkpointing cost in training\n\n"
@@ -361,7 +445,7 @@ std::string CkptReport(const CkptBenchOptions& o, const std::string& data_source
              fmt::join(o.states, ", "), o.warmup_steps, o.batch, data_source, o.threads, o.seed,
              others, elapsed_s) +
          BlockingSection(all, o) + "\n" + OverheadSection(all, o) + "\n" + BytesSection(all) +
-         "\n" + CodecSection(all) + "\n" + RestoreSection(all, o);
+         "\n" + CodecSection(all) + "\n" + RestoreSection(all, o) + "\n" + DurableSection(all, o);
 }
 
 }  // namespace spot::bench

@@ -16,7 +16,6 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <map>
 #include <optional>
 
 #include "ckpt/async_saver.h"
@@ -27,7 +26,9 @@
 #include "ckpt/store.h"
 #include "ckpt/torch_adapter.h"
 #include "ckpt_bytes.h"
+#include "ckpt_durable.h"
 #include "ckpt_figures.h"
+#include "ckpt_subject.h"
 #include "cpu_load.h"
 #include "report.h"
 #include "train/fashion_mnist.h"
@@ -103,69 +104,6 @@ Data LoadData(const CkptBenchOptions& o) {
   return d;
 }
 
-// A model, its Adam optimizer and the trainer's counters, trained by the
-// trainers' own step runner (train/step_runner.h) on the whole batch.
-struct Subject {
-  std::string key;    // cnn | mlp50m
-  std::string title;  // for the report
-  train::TrainSpec spec;
-  std::shared_ptr<train::Net> model;
-  std::unique_ptr<torch::optim::Adam> optimizer;
-  train::TrainerCounters counters;
-  std::optional<train::StepRunner> runner;
-  train::LocalSync sync;
-  int64_t params = 0;
-  double loss = 0;
-
-  void Step() {
-    const train::Slice batch = runner->NextBatch();
-    auto out = runner->Run(batch, batch, sync);
-    loss = out.ok() ? out->loss : std::numeric_limits<double>::quiet_NaN();
-    runner->Advance(batch);
-  }
-
-  // What SaveCheckpoint in trainer.cc puts in a snapshot buffer.
-  Status Capture(ckpt::Container* c) {
-    c->Recycle();
-    return train::CaptureTrainState(*model, *optimizer, "adam", counters, c);
-  }
-
-  Status Restore(const ckpt::Container& c) {
-    SPOT_ASSIGN_OR_RETURN(train::TrainerCounters restored,
-                          train::RestoreTrainState(c, *model, *optimizer, "adam"));
-    counters = restored;
-    runner->Reset();
-    return Status::Ok();
-  }
-
-  // Zeroes parameters and buffers and drops the Adam state (untimed), so a
-  // restore must really bring all of them back.
-  void Scramble() {
-    torch::NoGradGuard no_grad;
-    for (at::Tensor& p : model->parameters()) p.zero_();
-    for (at::Tensor& b : model->buffers()) b.zero_();
-    optimizer->state().clear();
-    counters.step = -1;
-  }
-
-  // The tensors a snapshot copies: parameters, buffers, Adam's moments (in
-  // that order; the few bytes of step counts, RNG state and counters left out).
-  std::vector<at::Tensor> Tensors() {
-    std::vector<at::Tensor> out;
-    for (const at::Tensor& p : model->parameters()) out.push_back(p.detach());
-    for (const at::Tensor& b : model->buffers()) out.push_back(b);
-    auto& state = optimizer->state();
-    for (const at::Tensor& p : model->parameters()) {
-      auto it = state.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
-      if (it == state.end()) continue;
-      auto& s = static_cast<torch::optim::AdamParamState&>(*it->second);
-      out.push_back(s.exp_avg());
-      out.push_back(s.exp_avg_sq());
-    }
-    return out;
-  }
-};
-
 std::unique_ptr<Subject> MakeSubject(const std::string& key, const Data& data,
                                      const CkptBenchOptions& o) {
   torch::manual_seed(static_cast<uint64_t>(o.seed));
@@ -193,35 +131,6 @@ std::unique_ptr<Subject> MakeSubject(const std::string& key, const Data& data,
                     train::TrainRefs{s->model.get(), s->optimizer.get(), "adam", &s->counters});
   return s;
 }
-
-// Per-record checksums of a state (captured into `scratch`).
-using Fingerprint = std::vector<std::pair<std::string, uint64_t>>;
-
-Result<Fingerprint> TakeFingerprint(Subject& s, ckpt::Container* scratch) {
-  SPOT_RETURN_IF_ERROR(s.Capture(scratch));
-  Fingerprint f;
-  for (const ckpt::Record& r : scratch->records()) f.emplace_back(r.name, ckpt::Checksum(r.data));
-  return f;
-}
-
-// InternalError naming the first record of `want` that `got` lacks or holds
-// differently; with `tensors_only`, only model/ and optim/ records count.
-Status CheckSame(const Fingerprint& want, const Fingerprint& got, std::string_view what,
-                 bool tensors_only = false) {
-  std::map<std::string_view, uint64_t> have;
-  for (const auto& [name, sum] : got) have.emplace(name, sum);
-  for (const auto& [name, sum] : want) {
-    if (tensors_only && !name.starts_with("model/") && !name.starts_with("optim/")) continue;
-    auto it = have.find(name);
-    if (it == have.end()) return InternalError(fmt::format("{}: '{}' is missing", what, name));
-    if (it->second != sum) {
-      return InternalError(fmt::format("{}: '{}' differs from what was saved", what, name));
-    }
-  }
-  return Status::Ok();
-}
-
-// `to` becomes a copy of `from` (reusing to's storage).
 
 // Checkpoint files are kept in memory (ckpt::MemoryBlobStore) for measuring sizes and
 // decoding without a disk.
@@ -477,8 +386,7 @@ Result<RestoreFigures> MeasureRestore(Subject& s, const CkptBenchOptions& o, con
   // Where a restore into the model decodes its parameters and buffers: into
   // themselves, under the names CaptureTrainState gives them.
   ckpt::TensorPlacement into_model;
-  for (const auto& p : s.model->named_parameters()) into_model.Add("model/" + p.key(), p.value());
-  for (const auto& b : s.model->named_buffers()) into_model.Add("model/" + b.key(), b.value());
+  s.PlaceIntoModel(&into_model);
   // LoadNewestValid(before_step, place) + restore, timed; checked against `want`.
   auto timed_load = [&](int64_t before_step, const ckpt::RecordPlacement* place,
                         const Fingerprint& want, const char* what, std::vector<double>& load_s,
@@ -556,12 +464,17 @@ Result<RestoreFigures> MeasureRestore(Subject& s, const CkptBenchOptions& o, con
   return f;
 }
 
+// 5. Restore time, then 6. restarting from the durable tier (ckpt_durable.h).
 Status MeasureRestoreInto(const std::string& key, Subject& s, const CkptBenchOptions& o,
                           const std::string& dir, SubjectFigures* f) {
   Progress(fmt::format("ckpt {}: 5. restore, {} reps of full, delta (depth {}) and torch::load",
                        key, o.restores, kRestoreChainDepth));
-  ckpt::Container scratch;
-  SPOT_ASSIGN_OR_RETURN(f->restore, MeasureRestore(s, o, dir + "/restore", &scratch));
+  {
+    ckpt::Container scratch;
+    SPOT_ASSIGN_OR_RETURN(f->restore, MeasureRestore(s, o, dir + "/restore", &scratch));
+  }
+  std::filesystem::remove_all(dir + "/restore");
+  SPOT_ASSIGN_OR_RETURN(f->durable, MeasureDurableRestart(s, o, dir + "/durable"));
   return Status::Ok();
 }
 

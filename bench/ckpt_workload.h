@@ -3,7 +3,7 @@
 //   cnn     the Fashion-MNIST CNN (train::MakeModel("cnn"), 421,738 parameters) + Adam
 //   mlp50m  an MLP 784 -> 4096 -> 4096 -> 4096 -> 4096 -> 10 defined in the bench
 //           (53,600,266 parameters, ~643 MB of f32 state with Adam's moments) + Adam
-// Five measurements, each against an anchor measured in the same run:
+// Six measurements, each against an anchor measured in the same run:
 //   1. blocking time of an asynchronous save (AsyncSaver Acquire + Recycle +
 //      CaptureTrainState + Submit, steady state) vs a memcpy of the same
 //      tensors into preallocated buffers; torch::save for reference
@@ -16,6 +16,10 @@
 //   4. single-thread codec throughput (ChunkCodec, per chunk)
 //   5. restore time (LoadNewestValid + RestoreTrainState) of a full version
 //      and of a delta at chain depth 3 vs torch::load
+//   6. a restart with no survivor (the local tier lost) from the durable
+//      tier, with durable copies written in full past durable_max_chain
+//      (no limit, 1, 0): replication cost per version, restore time and the
+//      chain depth it decodes vs torch::load (ckpt_durable.h)
 // Every restore and decode is checked against what was saved.
 // LibTorch-free header.
 #pragma once
@@ -38,8 +42,8 @@ struct CkptBenchOptions {
   double aggressive_interval_s = 2;  // 2: the forced interval, CNN
   double mlp_aggressive_interval_s =
       5;                      // 2: the forced interval, 50M MLP (a write takes longer than 2 s)
-  int restores = 3;           // 5: timed restores per method
-  bool restore_only = false;  // measure 5 alone (no training runs)
+  int restores = 3;           // 5, 6: timed restores per method
+  bool restore_only = false;  // measure 5 and 6 alone (no training runs)
   int64_t batch = 64;
   int threads = 2;  // intra-op threads
   int64_t seed = 1;

@@ -135,7 +135,7 @@ void AddFlags(CLI::App& app, Flags* f) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_flag("--ckpt-restore-only", f->ckpt.restore_only,
-               "ckpt: measure the restore time alone (section 5; no training runs)");
+               "ckpt: measure the restore time alone (sections 5 and 6; no training runs)");
   app.add_option("--sim-samples", f->sim.samples, "sim: starts per zone for the fast policies")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
