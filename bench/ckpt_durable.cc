@@ -27,11 +27,6 @@ namespace spot::bench {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // One arm: a store with a durable tier, its saver, and its figures.
 struct ArmRun {

@@ -8,6 +8,7 @@
 #include <torch/optim/adam.h>
 #include <torch/utils.h>
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -27,6 +28,13 @@
 #include "train/train_state.h"
 
 namespace spot::bench {
+
+using Clock = std::chrono::steady_clock;
+
+// Seconds since t0.
+inline double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // A model, its Adam optimizer and the trainer's counters, trained by the
 // trainers' own step runner (train/step_runner.h) on the whole batch.

@@ -41,11 +41,6 @@ namespace spot::bench {
 namespace {
 
 namespace nn = torch::nn;
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // ---------------------------------------------------------------------------
 // The two training states.
