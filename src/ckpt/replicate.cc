@@ -131,7 +131,7 @@ Result<bool> CheckpointStore::Materialize(const VersionInfo& v, const ReplicateO
   const std::string what = fmt::format("writing checkpoint {}'s durable copy in full", v.id);
   // The local copy with its chain, every check of a full load made (bases
   // from whichever tier has a good copy, as a restore takes them).
-  auto checked = CheckCopy(Tier::kLocal, v.id, CheckDepth::kFull, 0);
+  auto checked = CheckCopy(Tier::kLocal, v.id, CheckDepth::kFull, 0, nullptr, o.decode_threads);
   if (!checked.ok()) return checked.status().WithContext(what);
   if (checked->info.checksum != v.checksum || checked->info.base != v.base) {
     return DataLossError(fmt::format(

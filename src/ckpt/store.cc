@@ -348,7 +348,8 @@ Result<VersionInfo> CheckpointStore::Save(Container& c, const SaveRequest& req) 
   ChunkCodec codec;
   Container reference;
   SPOT_ASSIGN_OR_RETURN(VersionInfo v, Write(ReserveId(), c, &reference, -1, 0, req, codec));
-  SPOT_RETURN_IF_ERROR(Replicate(v, {.plan = req.plan}).status());
+  // The caller waits: a materialization decodes on every core.
+  SPOT_RETURN_IF_ERROR(Replicate(v, {.plan = req.plan, .decode_threads = 0}).status());
   for (Tier t : Tiers()) SPOT_RETURN_IF_ERROR(ApplyRetention(t).status());
   return v;
 }
@@ -453,8 +454,8 @@ std::vector<std::string> VersionCheck::Problems() const {
 }
 
 Result<CheckpointStore::Checked> CheckpointStore::CheckCopy(Tier tier, int64_t id, CheckDepth depth,
-                                                            int chain,
-                                                            const RecordPlacement* place) const {
+                                                            int chain, const RecordPlacement* place,
+                                                            int threads) const {
   if (chain > kMaxChainDepth) {
     return DataLossError(
         fmt::format("version {}: delta chain longer than {} versions", id, kMaxChainDepth));
@@ -488,13 +489,13 @@ Result<CheckpointStore::Checked> CheckpointStore::CheckCopy(Tier tier, int64_t i
   // and tries the bases' other tiers; both pass exactly the same copies.
   std::optional<Result<Container>> decoded;
   if (depth == CheckDepth::kFull && v.base >= 0) {
-    auto whole = DecodeChain(f, v, chain, place);
+    auto whole = DecodeChain(f, v, chain, place, threads);
     if (whole.ok()) decoded = std::move(whole);
   }
   Checked base;
   if (v.base >= 0 && !decoded) {
     std::vector<std::string> why;
-    auto b = CheckAnyCopy(v.base, depth, chain + 1, &why);
+    auto b = CheckAnyCopy(v.base, depth, chain + 1, &why, nullptr, threads);
     if (!b.ok()) {
       return DataLossError(fmt::format("{}: its base version {} is unusable: {}", f.source(),
                                        v.base, b.status().message()));
@@ -503,7 +504,9 @@ Result<CheckpointStore::Checked> CheckpointStore::CheckCopy(Tier tier, int64_t i
   }
   if (depth == CheckDepth::kFull) {
     ChunkCodec codec;
-    if (!decoded) decoded = f.ReadAll(v.base >= 0 ? &base.container : nullptr, codec, 0, place);
+    if (!decoded) {
+      decoded = f.ReadAll(v.base >= 0 ? &base.container : nullptr, codec, threads, place);
+    }
     Result<Container>& c = *decoded;
     if (whole_file) {
       Result<uint64_t> got = sum.valid() ? sum.get() : checksum();
@@ -525,7 +528,8 @@ Result<CheckpointStore::Checked> CheckpointStore::CheckCopy(Tier tier, int64_t i
 }
 
 Result<Container> CheckpointStore::DecodeChain(const CheckpointFile& top, const VersionInfo& v,
-                                               int chain, const RecordPlacement* place) const {
+                                               int chain, const RecordPlacement* place,
+                                               int threads) const {
   // The bases, newest first: for each, the first copy whose manifest and data
   // file pass their checks.
   struct Link {
@@ -579,7 +583,7 @@ Result<Container> CheckpointStore::DecodeChain(const CheckpointFile& top, const 
   for (auto l = links.rbegin(); l != links.rend(); ++l) files.push_back(&l->file);
   files.push_back(&top);
   ChunkCodec codec;
-  auto c = CheckpointFile::ReadChain(files, nullptr, codec, 0, place);
+  auto c = CheckpointFile::ReadChain(files, nullptr, codec, threads, place);
   SPOT_RETURN_IF_ERROR(sums.valid() ? sums.get() : check_sums());
   return c;
 }
@@ -587,10 +591,11 @@ Result<Container> CheckpointStore::DecodeChain(const CheckpointFile& top, const 
 Result<CheckpointStore::Checked> CheckpointStore::CheckAnyCopy(int64_t id, CheckDepth depth,
                                                                int chain,
                                                                std::vector<std::string>* why,
-                                                               const RecordPlacement* place) const {
+                                                               const RecordPlacement* place,
+                                                               int threads) const {
   const size_t first_reason = why->size();
   for (Tier t : Tiers()) {
-    auto c = CheckCopy(t, id, depth, chain, place);
+    auto c = CheckCopy(t, id, depth, chain, place, threads);
     if (c.ok()) return c;
     if (c.status().code() != StatusCode::kNotFound) why->push_back(c.status().message());
   }

@@ -73,8 +73,9 @@ struct StoreOptions {
   // The deepest delta chain a version's durable copy may sit on (>= 0): a
   // delta whose durable copy would sit deeper (its base's durable chain depth
   // + 1) is written there in full instead of copied. Each delta a restart
-  // decodes costs about a full version's decode (a 50M-parameter state: a
-  // full restore 0.26 s, a delta at depth 3 1.2 s), and a materialized copy
+  // decodes costs about a full version's decode (a 50M-parameter state
+  // restarted from the durable tier: 0.20 s at depth 0, 0.50 s at depth 1,
+  // 1.05 s at depth 3; docs/benchmarks.md, ckpt section 6), and a materialized copy
   // costs the replicator a decode and an encode in the background, so jobs
   // get 1 (train_spec.h: a restart decodes at most one full version and one
   // delta, while only every other delta is re-encoded). 0 writes every
@@ -178,6 +179,10 @@ struct SaveRequest {
 struct ReplicateOptions {
   CodecPlan plan;      // a materialized copy's records get plan.full
   int zstd_level = 1;  // of a materialized copy's chunks
+  // The threads a materialization decodes the local copy on (0: one per
+  // core). It runs beside training, whose steps would wait for cores it
+  // takes, and its encode runs on one thread: jobs give it one.
+  int decode_threads = 1;
   // Read before a materialization's decode and before its encode: when it
   // holds true, the version is copied as it is instead (the fast path in
   // the last seconds before a preemption). May be null.
@@ -293,19 +298,20 @@ class CheckpointStore {
   // The one check of version `id`'s copy in `tier` (see CheckDepth).
   // `chain` counts the deltas above this one (a guard against cycles).
   // `place` applies to a kFull check's decoded state (not to its bases').
+  // A kFull check decodes on up to `threads` threads (0: one per core).
   Result<Checked> CheckCopy(Tier tier, int64_t id, CheckDepth depth, int chain,
-                            const RecordPlacement* place = nullptr) const;
+                            const RecordPlacement* place = nullptr, int threads = 0) const;
   // For the full check of delta `v` (its file `top`): its whole base chain
   // decoded in one pass, each base the first copy whose manifest and data
   // file pass, every check of CheckCopy made (checksums, steps, chunks).
   // Any error means only that this shortcut failed.
   Result<Container> DecodeChain(const CheckpointFile& top, const VersionInfo& v, int chain,
-                                const RecordPlacement* place) const;
+                                const RecordPlacement* place, int threads) const;
   // The first copy of `id`, in tier order, that passes; the problems of
   // those before it (and of all, on failure) are appended to `why`.
   Result<Checked> CheckAnyCopy(int64_t id, CheckDepth depth, int chain,
                                std::vector<std::string>* why,
-                               const RecordPlacement* place = nullptr) const;
+                               const RecordPlacement* place = nullptr, int threads = 0) const;
   // The state of every tier's copy of `id`; fills `out`.
   void InspectInto(int64_t id, CheckDepth depth, VersionCheck* out) const;
 

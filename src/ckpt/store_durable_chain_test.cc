@@ -360,6 +360,28 @@ TEST_F(DurableChainTest, APlainCopyWhenAskedOrWhenWritingInFullFails) {
 
 // A local copy that no longer matches its manifest is neither written in
 // full nor copied.
+// A materialization decodes on the threads it is given (the saver's: one,
+// beside training): the copy is the same file on one thread as on four.
+TEST_F(DurableChainTest, AMaterializationWritesTheSameCopyOnOneThreadAsOnMany) {
+  auto s = OpenChain(0);
+  std::vector<VersionInfo> chain = WriteChain(*s, 1, 1);  // 1 full, 2 a delta
+  ASSERT_EQ(chain.size(), 2u);
+  ASSERT_TRUE(s->Replicate(chain[0], {}).ok());
+  std::string copy[2];
+  const int threads[2] = {1, 4};
+  for (int k = 0; k < 2; ++k) {
+    fs::remove(DurableData(2));
+    fs::remove(durable_ / CheckpointStore::ManifestFileName(2));
+    auto r = s->Replicate(chain[1], {.decode_threads = threads[k]});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(r->materialized) << threads[k];
+    copy[k] = ReadAll(DurableData(2));
+    EXPECT_TRUE(s->Verify(2, Tier::kDurable).ok()) << threads[k];
+  }
+  EXPECT_FALSE(copy[0].empty());
+  EXPECT_EQ(copy[0], copy[1]);
+}
+
 TEST_F(DurableChainTest, ADamagedLocalCopyIsNotReplicated) {
   auto s = OpenChain(0);
   std::vector<VersionInfo> chain = WriteChain(*s, 1, 1);
