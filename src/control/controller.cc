@@ -359,6 +359,36 @@ Status Controller::Impl::Bill(double now) {
   return Status::Ok();
 }
 
+Controller::Impl::Running Controller::Impl::RunningCost(double now) {
+  Running run;
+  for (auto& [iid, r] : instances) {
+    if (r.ended_s) continue;
+    const auto tick = static_cast<int64_t>(std::floor(now / gap_s + kEps));
+    const double price = model->Price(PoolOf(r), start_tick + tick);
+    run.usd_per_hour += price;
+    run.unbilled_usd += std::max(0.0, now - r.billed_until_s) / 3600.0 * price;
+  }
+  return run;
+}
+
+bool Controller::Impl::BudgetRunsOut(double now, std::string* why) {
+  if (last_pass_s >= 0) pass_gap_s = std::max(now - last_pass_s, 0.9 * pass_gap_s);
+  last_pass_s = now;
+  if (spec.budget_usd <= 0) return false;
+  const Running run = RunningCost(now);
+  const double spent = billed_usd + run.unbilled_usd;
+  const double ahead = run.usd_per_hour * 2 * pass_gap_s / 3600.0;
+  if (spent + ahead < spec.budget_usd) return false;
+  *why = spent >= spec.budget_usd
+             ? fmt::format("budget of ${:.2f} reached (${:.2f} spent) before the job finished",
+                           spec.budget_usd, spent)
+             : fmt::format(
+                   "budget of ${:.2f} would be spent before the next check (${:.2f} spent, "
+                   "${:.2f}/h running); stopped before the job finished",
+                   spec.budget_usd, spent, run.usd_per_hour);
+  return true;
+}
+
 // Terminates the fleet (asking again while the provider refuses, billing
 // meanwhile, for up to `provider_retry_limit_s`), bills it, then moves the
 // job to its end. Instances that cannot be terminated leave the job as it
@@ -462,16 +492,9 @@ Result<JobOutcome> Controller::Impl::Loop() {
       break;
     }
     SPOT_RETURN_IF_ERROR(Bill(now));
-    if (spec.budget_usd > 0) {
-      const double cost = billed_usd;
-      if (cost >= spec.budget_usd) {
-        SPOT_RETURN_IF_ERROR(
-            Finish(JobState::kFailed,
-                   fmt::format("budget of ${:.2f} reached (${:.2f} spent) before the job finished",
-                               spec.budget_usd, cost),
-                   now));
-        break;
-      }
+    if (std::string why; BudgetRunsOut(now, &why)) {
+      SPOT_RETURN_IF_ERROR(Finish(JobState::kFailed, why, now));
+      break;
     }
     if ((state == JobState::kProvisioning || state == JobState::kRecovering) && HoldsAny() &&
         progress.step > step_at_placement &&

@@ -51,6 +51,8 @@ struct Controller::Impl {
   TrainingProgress progress;
   int64_t step_at_placement = -1;
   double billed_usd = 0;  // the ledger's total, kept as rows are written
+  double last_pass_s = -1;  // the job's time at the previous budget check
+  double pass_gap_s = 0;    // the longest recent time between passes (decays)
   int failures_since_progress = 0;
   int64_t max_step_seen = 0;
   std::string last_failure;
@@ -186,6 +188,18 @@ struct Controller::Impl {
   Status Launch(const fleet::PoolRef& pool, double max_price, double now);
   Status TerminateInstance(InstanceRecord& r, double now, const std::string& why);
   Status Bill(double now);
+  // What the live instances have cost since their last billed tick boundary
+  // until `now`, and what they cost per hour at `now`'s tick.
+  struct Running {
+    double unbilled_usd = 0;
+    double usd_per_hour = 0;
+  };
+  Running RunningCost(double now);
+  // True when the budget would be spent before the pass after this one: the
+  // ledger, what runs unbilled, and the running rate over twice the longest
+  // recent time between passes (the job's time, so a compressed market's
+  // slow pass counts for what it costs). Sets `why`.
+  bool BudgetRunsOut(double now, std::string* why);
   Status CheckReachable(double now);
   Status ReplaceStragglers(double now);
   // A command workload's program ended on `r` without a notice or a

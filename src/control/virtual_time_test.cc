@@ -214,5 +214,26 @@ TEST_F(VirtualTimeTest, AControllerThatDiesIsReplacedWithoutADifference) {
   }
 }
 
+// A budget is a ceiling: the job stops before it would spend more, looking
+// one pass ahead (twice the time between passes, at the rate that runs), so
+// it ends within those passes' cost below it and never above.
+TEST_F(VirtualTimeTest, ABudgetIsNeverOverspent) {
+  spec_.budget_usd = 20;
+  auto out = Run("up");
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->state, JobState::kFailed);
+  EXPECT_NE(out->message.find("budget of $20.00"), std::string::npos) << out->message;
+  auto total = store_->TotalCost(spec_.name);
+  ASSERT_TRUE(total.ok());
+  EXPECT_DOUBLE_EQ(*total, out->cost_usd);
+  EXPECT_LE(*total, 20 + 1e-9);
+  // The gang at on-demand price, for three passes (the two looked ahead and
+  // the one before the check).
+  EXPECT_GE(*total, 20 - 3 * 2 * 3.06 * kInterval / 3600);
+  auto live = store_->Instances(spec_.name, true);
+  ASSERT_TRUE(live.ok());
+  EXPECT_TRUE(live->empty());
+}
+
 }  // namespace
 }  // namespace spot::control
