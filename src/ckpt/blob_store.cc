@@ -29,7 +29,40 @@ bool ValidName(std::string_view name) {
          !name.starts_with(kTempFilePrefix);
 }
 
+// Reads by name each time (BlobStore::OpenReader's default).
+class NamedBlobReader final : public BlobReader {
+ public:
+  NamedBlobReader(const BlobStore& store, std::string name, uint64_t size)
+      : store_(store), name_(std::move(name)), size_(size) {}
+  Status ReadInto(uint64_t offset, std::span<char> dst) const override {
+    return store_.ReadInto(name_, offset, dst);
+  }
+  uint64_t size() const override { return size_; }
+
+ private:
+  const BlobStore& store_;
+  std::string name_;
+  uint64_t size_;
+};
+
+class FileBlobReader final : public BlobReader {
+ public:
+  explicit FileBlobReader(ReadOnlyFile file) : file_(std::move(file)) {}
+  Status ReadInto(uint64_t offset, std::span<char> dst) const override {
+    return file_.ReadAt(offset, dst);
+  }
+  uint64_t size() const override { return file_.size(); }
+
+ private:
+  ReadOnlyFile file_;
+};
+
 }  // namespace
+
+Result<std::unique_ptr<BlobReader>> BlobStore::OpenReader(const std::string& name) const {
+  SPOT_ASSIGN_OR_RETURN(uint64_t size, Size(name));
+  return std::unique_ptr<BlobReader>(std::make_unique<NamedBlobReader>(*this, name, size));
+}
 
 Result<std::string> BlobStore::Read(const std::string& name) const {
   SPOT_ASSIGN_OR_RETURN(uint64_t size, Size(name));
@@ -78,6 +111,11 @@ Result<std::unique_ptr<BlobWriter>> DirectoryBlobStore::Create(const std::string
 Status DirectoryBlobStore::ReadInto(const std::string& name, uint64_t offset,
                                     std::span<char> dst) const {
   return ReadFileRange(Path(name), offset, dst);
+}
+
+Result<std::unique_ptr<BlobReader>> DirectoryBlobStore::OpenReader(const std::string& name) const {
+  SPOT_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::Open(Path(name)));
+  return std::unique_ptr<BlobReader>(std::make_unique<FileBlobReader>(std::move(file)));
 }
 
 Result<uint64_t> DirectoryBlobStore::Size(const std::string& name) const {

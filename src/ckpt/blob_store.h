@@ -28,6 +28,19 @@ class BlobWriter {
   virtual Status Commit() = 0;
 };
 
+// A committed blob opened for ranged reads: a reader of many ranges of one
+// blob (a checkpoint file's chunks) opens it once. Whether it sees a blob put
+// under the same name since depends on the store (a directory's reads the
+// file it opened); checkpoint files are never replaced. Safe to read from
+// several threads at once.
+class BlobReader {
+ public:
+  virtual ~BlobReader() = default;
+  // As BlobStore::ReadInto.
+  virtual Status ReadInto(uint64_t offset, std::span<char> dst) const = 0;
+  virtual uint64_t size() const = 0;  // when it was opened
+};
+
 class BlobStore {
  public:
   virtual ~BlobStore() = default;
@@ -44,6 +57,10 @@ class BlobStore {
   virtual Result<std::vector<std::string>> List() const = 0;
   // Removes a blob; OK when it does not exist.
   virtual Status Delete(const std::string& name) = 0;
+  // Opens `name` for ranged reads. NotFound for a missing blob. This one
+  // reads through ReadInto(name, ...) each time; a store that can keep a
+  // blob open does.
+  virtual Result<std::unique_ptr<BlobReader>> OpenReader(const std::string& name) const;
 
   // Convenience: the whole blob.
   Result<std::string> Read(const std::string& name) const;
@@ -70,6 +87,8 @@ class DirectoryBlobStore : public BlobStore {
   Result<uint64_t> Size(const std::string& name) const override;
   Result<std::vector<std::string>> List() const override;
   Status Delete(const std::string& name) override;
+  // The file, opened once (no open and close per read).
+  Result<std::unique_ptr<BlobReader>> OpenReader(const std::string& name) const override;
 
   const std::string& dir() const { return dir_; }
 

@@ -106,6 +106,25 @@ TYPED_TEST_P(BlobStoreContractTest, ReadIntoRanges) {
   }
 }
 
+TYPED_TEST_P(BlobStoreContractTest, AReaderReadsRangesOfItsBlob) {
+  BlobStore& s = *this->store_;
+  EXPECT_EQ(s.OpenReader("nope").status().code(), StatusCode::kNotFound);
+  std::string data(1000, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 5 + 1);
+  ASSERT_TRUE(s.Put("r", data).ok());
+  auto reader = s.OpenReader("r");
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  EXPECT_EQ((*reader)->size(), 1000u);
+  for (auto [offset, n] : {std::pair<uint64_t, size_t>{0, 1000}, {999, 1}, {500, 17}, {1000, 0}}) {
+    std::string buf(n, '\x55');
+    Status st = (*reader)->ReadInto(offset, std::span<char>(buf));
+    ASSERT_TRUE(st.ok()) << offset << "+" << n << ": " << st.ToString();
+    EXPECT_EQ(buf, data.substr(offset, n)) << offset << "+" << n;
+  }
+  std::string past(2, '\0');
+  EXPECT_EQ((*reader)->ReadInto(999, std::span<char>(past)).code(), StatusCode::kDataLoss);
+}
+
 TYPED_TEST_P(BlobStoreContractTest, ListIsSorted) {
   BlobStore& s = *this->store_;
   auto empty = s.List();
@@ -206,8 +225,9 @@ TYPED_TEST_P(BlobStoreContractTest, CopyBlobReturnsTheChecksumOfTheBytes) {
 }
 
 REGISTER_TYPED_TEST_SUITE_P(BlobStoreContractTest, PutReadSizeReplace, MissingBlobsAreNotFound,
-                            ReadIntoRanges, ListIsSorted, DeleteRemovesAndMissingIsOk,
-                            NothingIsVisibleBeforeCommit, UncommittedWriterKeepsThePreviousBlob,
-                            InvalidNamesAreRejected, CopyBlobReturnsTheChecksumOfTheBytes);
+                            ReadIntoRanges, AReaderReadsRangesOfItsBlob, ListIsSorted,
+                            DeleteRemovesAndMissingIsOk, NothingIsVisibleBeforeCommit,
+                            UncommittedWriterKeepsThePreviousBlob, InvalidNamesAreRejected,
+                            CopyBlobReturnsTheChecksumOfTheBytes);
 
 }  // namespace spot::ckpt

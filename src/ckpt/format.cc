@@ -287,21 +287,22 @@ Result<WrittenFile> WriteCheckpointFile(Container& c, const CodecPlan& plan, Con
 }
 
 Result<CheckpointFile> CheckpointFile::Open(const BlobStore& store, const std::string& name) {
-  CheckpointFile f(store, name);
+  CheckpointFile f;
   f.source_ = store.Describe(name);
   auto fail = [&](const std::string& why) { return DataLossError(f.source_ + ": " + why); };
-  auto size = store.Size(name);
-  if (!size.ok()) {
-    if (size.status().code() == StatusCode::kNotFound) return fail("data file is missing");
-    return size.status();
+  auto reader = store.OpenReader(name);
+  if (!reader.ok()) {
+    if (reader.status().code() == StatusCode::kNotFound) return fail("data file is missing");
+    return reader.status();
   }
-  f.file_bytes_ = *size;
+  f.reader_ = std::move(reader).value();
+  f.file_bytes_ = f.reader_->size();
   if (f.file_bytes_ < kHeaderBytes + kFooterBytes) {
     return fail(fmt::format("truncated: {} bytes is smaller than any checkpoint", f.file_bytes_));
   }
   char header[kHeaderBytes], footer[kFooterBytes];
-  SPOT_RETURN_IF_ERROR(store.ReadInto(name, 0, header));
-  SPOT_RETURN_IF_ERROR(store.ReadInto(name, f.file_bytes_ - kFooterBytes, footer));
+  SPOT_RETURN_IF_ERROR(f.reader_->ReadInto(0, header));
+  SPOT_RETURN_IF_ERROR(f.reader_->ReadInto(f.file_bytes_ - kFooterBytes, footer));
   if (std::string_view(header, 8) != kMagic) return fail("not a checkpoint (bad magic)");
   uint32_t version, flags;
   std::memcpy(&version, header + 8, 4);
@@ -325,7 +326,7 @@ Result<CheckpointFile> CheckpointFile::Open(const BlobStore& store, const std::s
     return fail("footer does not locate the index inside the file");
   }
   std::string index(index_bytes, '\0');
-  SPOT_RETURN_IF_ERROR(store.ReadInto(name, index_offset, std::span<char>(index)));
+  SPOT_RETURN_IF_ERROR(f.reader_->ReadInto(index_offset, std::span<char>(index)));
   if (const uint64_t got = IndexChecksum({header, kHeaderBytes}, index); got != index_sum) {
     return fail(fmt::format("index checksum mismatch: footer says {:016x}, bytes give {:016x}",
                             index_sum, got));
@@ -449,7 +450,7 @@ Status CheckpointFile::ReadRecord(size_t i, std::span<char> dst, ChunkCodec& cod
   for (size_t k = 0; k < e.chunks.size(); ++k) {
     const ChunkRef& c = e.chunks[k];
     chunk_buf_.resize(c.stored_bytes);
-    SPOT_RETURN_IF_ERROR(store_->ReadInto(name_, c.offset, std::span<char>(chunk_buf_)));
+    SPOT_RETURN_IF_ERROR(reader_->ReadInto(c.offset, std::span<char>(chunk_buf_)));
     if (Checksum(chunk_buf_) != c.checksum) {
       return fail(fmt::format("chunk {} checksum mismatch", k));
     }
@@ -675,11 +676,11 @@ class ChainReader {
       // Stored as is (Parse checked its size): read straight into place, and
       // hashed once, by the record's checksum the caller takes of the decoded
       // bytes (they are the stored ones; no codec reads them before that).
-      return f.store_->ReadInto(f.name_, c.offset, out);
+      return f.reader_->ReadInto(c.offset, out);
     }
     if (buf->size() < c.stored_bytes) buf->resize(c.stored_bytes);
     std::span<char> stored(buf->data(), c.stored_bytes);
-    SPOT_RETURN_IF_ERROR(f.store_->ReadInto(f.name_, c.offset, stored));
+    SPOT_RETURN_IF_ERROR(f.reader_->ReadInto(c.offset, stored));
     if (Checksum({stored.data(), stored.size()}) != c.checksum) {
       return fail(fmt::format("chunk {} checksum mismatch", k));
     }

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -157,12 +158,11 @@ class CheckpointFile {
 
  private:
   friend class ChainReader;
-  CheckpointFile(const BlobStore& store, std::string name)
-      : store_(&store), name_(std::move(name)) {}
+  CheckpointFile() = default;
   Status Parse(std::string_view index);
 
-  const BlobStore* store_;
-  std::string name_, source_;
+  std::shared_ptr<const BlobReader> reader_;  // the file, open (every read goes through it)
+  std::string source_;
   int64_t id_ = 0, base_id_ = -1;
   uint64_t file_bytes_ = 0, index_checksum_ = 0;
   uint32_t version_ = kFormatVersion;

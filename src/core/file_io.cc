@@ -221,22 +221,50 @@ Status WriteFileAtomically(const std::string& path, std::span<const std::string_
   return w.Commit();
 }
 
-Status ReadFileRange(const std::string& path, uint64_t offset, std::span<char> dst) {
+Result<ReadOnlyFile> ReadOnlyFile::Open(const std::string& path) {
   SPOT_ASSIGN_OR_RETURN(RegularFile file, RegularFile::Open(path));
+  const uint64_t size = static_cast<uint64_t>(file.size);
+  return ReadOnlyFile(std::exchange(file.fd, -1), size, path);
+}
+
+ReadOnlyFile::ReadOnlyFile(ReadOnlyFile&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)), size_(o.size_), path_(std::move(o.path_)) {}
+
+ReadOnlyFile& ReadOnlyFile::operator=(ReadOnlyFile&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(o.fd_, -1);
+    size_ = o.size_;
+    path_ = std::move(o.path_);
+  }
+  return *this;
+}
+
+ReadOnlyFile::~ReadOnlyFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status ReadOnlyFile::ReadAt(uint64_t offset, std::span<char> dst) const {
   size_t done = 0;
   while (done < dst.size()) {
     ssize_t n =
-        ::pread(file.fd, dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
+        ::pread(fd_, dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoStatus("reading", path, errno);
+      return ErrnoStatus("reading", path_, errno);
     }
     if (n == 0) {
-      return DataLossError(path + ": file ends before byte " + std::to_string(offset + dst.size()));
+      return DataLossError(path_ + ": file ends before byte " +
+                           std::to_string(offset + dst.size()));
     }
     done += static_cast<size_t>(n);
   }
   return Status::Ok();
+}
+
+Status ReadFileRange(const std::string& path, uint64_t offset, std::span<char> dst) {
+  SPOT_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::Open(path));
+  return file.ReadAt(offset, dst);
 }
 
 Status WriteFileAtomically(const std::string& path, std::string_view contents) {

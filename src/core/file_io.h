@@ -78,6 +78,31 @@ class AppendLog {
   std::string path_;
 };
 
+// A regular file opened once for reads at any offset (pread: several
+// threads may read at once). Reads see the file that was opened, even once
+// its name is replaced or removed. Open refuses what ReadFile refuses.
+class ReadOnlyFile {
+ public:
+  static Result<ReadOnlyFile> Open(const std::string& path);
+  ReadOnlyFile(ReadOnlyFile&& o) noexcept;
+  ReadOnlyFile& operator=(ReadOnlyFile&& o) noexcept;
+  ReadOnlyFile(const ReadOnlyFile&) = delete;
+  ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
+  ~ReadOnlyFile();
+
+  // Reads `dst.size()` bytes at `offset`. DataLoss when the file is shorter.
+  Status ReadAt(uint64_t offset, std::span<char> dst) const;
+  uint64_t size() const { return size_; }  // when it was opened
+  const std::string& path() const { return path_; }
+
+ private:
+  ReadOnlyFile(int fd, uint64_t size, std::string path)
+      : fd_(fd), size_(size), path_(std::move(path)) {}
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  std::string path_;
+};
+
 // Reads `dst.size()` bytes at `offset`. DataLoss when the file is shorter,
 // NotFound when it does not exist, InvalidArgument when it is not a regular file.
 Status ReadFileRange(const std::string& path, uint64_t offset, std::span<char> dst);

@@ -116,6 +116,31 @@ TEST_F(FileIoTest, OnlyRegularFilesAreRead) {
   }
 }
 
+// A file opened once reads the file it opened: its name replaced
+// (rename) or removed, the reads go on; past its end is DataLoss.
+TEST_F(FileIoTest, AReadOnlyFileReadsTheFileItOpened) {
+  const std::string path = (dir_ / "blob").string();
+  ASSERT_TRUE(WriteFileAtomically(path, "0123456789").ok());
+  auto f = ReadOnlyFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->size(), 10u);
+  ASSERT_TRUE(WriteFileAtomically(path, "abc").ok());
+  char buf[4];
+  ASSERT_TRUE(f->ReadAt(6, buf).ok());
+  EXPECT_EQ(std::string_view(buf, 4), "6789");
+  std::filesystem::remove(path);
+  ASSERT_TRUE(f->ReadAt(0, buf).ok());
+  EXPECT_EQ(std::string_view(buf, 4), "0123");
+  Status past = f->ReadAt(8, buf);
+  EXPECT_EQ(past.code(), StatusCode::kDataLoss);
+  EXPECT_NE(past.message().find(path), std::string::npos) << past.message();
+  EXPECT_EQ(ReadOnlyFile::Open(path).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ReadOnlyFile::Open(dir_.string()).status().code(), StatusCode::kInvalidArgument);
+  ReadOnlyFile moved = std::move(f).value();  // the descriptor moves with it
+  ASSERT_TRUE(moved.ReadAt(2, std::span<char>(buf, 2)).ok());
+  EXPECT_EQ(std::string_view(buf, 2), "23");
+}
+
 TEST_F(FileIoTest, SizeLimit) {
   const std::string path = (dir_ / "ten").string();
   ASSERT_TRUE(WriteFileAtomically(path, "0123456789").ok());
