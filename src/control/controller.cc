@@ -361,9 +361,9 @@ Status Controller::Impl::Bill(double now) {
 
 Controller::Impl::Running Controller::Impl::RunningCost(double now) {
   Running run;
-  for (auto& [iid, r] : instances) {
+  const auto tick = static_cast<int64_t>(std::floor(now / gap_s + kEps));
+  for (const auto& [iid, r] : instances) {
     if (r.ended_s) continue;
-    const auto tick = static_cast<int64_t>(std::floor(now / gap_s + kEps));
     const double price = model->Price(PoolOf(r), start_tick + tick);
     run.usd_per_hour += price;
     run.unbilled_usd += std::max(0.0, now - r.billed_until_s) / 3600.0 * price;
