@@ -28,6 +28,7 @@
 
 #include "cloud/local_provider.h"
 #include "control/controller.h"
+#include "control/crashing_provider_testing.h"
 #include "core/process.h"
 #include "core/temp_dir.h"
 #include "policy/registry.h"
@@ -138,33 +139,9 @@ class FakeTraining {
   std::thread thread_;
 };
 
-// A provider that "crashes" the controller: once armed, its next Poll (the
-// start of a reconcile pass) throws, unwinding the controller as a kill -9
-// between two passes would stop it, its instances left running.
-struct SimulatedCrash {};
-class CrashingProvider final : public cloud::Provider {
- public:
-  explicit CrashingProvider(cloud::Provider* inner) : inner_(inner) {}
-  void Arm() { armed_ = true; }
-  Result<cloud::InstanceView> Launch(const cloud::InstanceSpec& s, double now_s) override {
-    return inner_->Launch(s, now_s);
-  }
-  Status Terminate(const std::string& id, double now_s) override {
-    return inner_->Terminate(id, now_s);
-  }
-  std::vector<cloud::InstanceView> List() const override { return inner_->List(); }
-  Result<std::vector<cloud::ProviderEvent>> Poll(double now_s) override {
-    if (armed_) throw SimulatedCrash{};
-    return inner_->Poll(now_s);
-  }
-  Status Adopt(const cloud::InstanceView& v, double now_s) override {
-    return inner_->Adopt(v, now_s);
-  }
-
- private:
-  cloud::Provider* inner_;
-  std::atomic<bool> armed_{false};
-};
+// Crashes the controller (crashing_provider_testing.h) once armed.
+using testing::CrashingProvider;
+using testing::SimulatedCrash;
 
 class ControllerTest : public ::testing::Test {
  protected:

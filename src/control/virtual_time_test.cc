@@ -12,6 +12,7 @@
 
 #include "cloud/fake_provider.h"
 #include "control/controller.h"
+#include "control/crashing_provider_testing.h"
 #include "control/markov_zone_testing.h"
 #include "core/clock.h"
 #include "core/temp_dir.h"
@@ -24,31 +25,6 @@ namespace {
 constexpr double kGap = testing::kMarkovZoneGap;
 constexpr double kInterval = 65;  // three reconcile passes a tick
 constexpr char kHash[] = "virtual";
-
-// Dies (throws out of the controller) on its Poll number `die_at`, as a
-// kill -9 between two passes would stop a controller; the world goes on.
-struct Died {};
-class MortalProvider final : public cloud::Provider {
- public:
-  MortalProvider(cloud::Provider* inner, int64_t die_at) : inner_(inner), die_at_(die_at) {}
-  Result<cloud::InstanceView> Launch(const cloud::InstanceSpec& s, double now) override {
-    return inner_->Launch(s, now);
-  }
-  Status Terminate(const std::string& id, double now) override {
-    return inner_->Terminate(id, now);
-  }
-  std::vector<cloud::InstanceView> List() const override { return inner_->List(); }
-  Result<std::vector<cloud::ProviderEvent>> Poll(double now) override {
-    if (++polls_ == die_at_) throw Died{};
-    return inner_->Poll(now);
-  }
-  Status Adopt(const cloud::InstanceView& v, double now) override { return inner_->Adopt(v, now); }
-
- private:
-  cloud::Provider* inner_;
-  int64_t die_at_;
-  int64_t polls_ = 0;
-};
 
 class VirtualTimeTest : public ::testing::Test {
  protected:
@@ -172,9 +148,9 @@ TEST_F(VirtualTimeTest, HazardUpDecisionForDecisionAsSpotSim) { RunAndCompare("h
 
 TEST_F(VirtualTimeTest, AControllerThatDiesIsReplacedWithoutADifference) {
   {
-    MortalProvider mortal(&World(), 1500);  // about half-way
+    testing::CrashingProvider mortal(&World(), 1500);  // dies about half-way
     Controller first(spec_, Deps(&mortal, "up"));
-    EXPECT_THROW((void)first.Run(kHash), Died);
+    EXPECT_THROW((void)first.Run(kHash), testing::SimulatedCrash);
   }
   clock_.Advance(3 * kInterval);  // the world goes on while no controller watches
   auto out = Run("up");
