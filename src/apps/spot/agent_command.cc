@@ -148,6 +148,12 @@ class Agent {
   // Whether a member of `g` other than this node has gone (not finished).
   bool PeerLost(const dist::Generation& g);
   bool TakeStopSignal();
+  // A termination notice while no program runs (setup, the rendezvous, rank
+  // 0's address): there is nothing to save and the machine goes, so the
+  // agent leaves at once instead of starting a program it would have to stop
+  // (or still waiting when the machine is reclaimed).
+  bool NoticedWithoutProgram() const { return notice_pending_.load(); }
+  int LeaveOnNotice(const char* while_doing);
   void OnNotice(const cloud::Notice& n);
   void WriteNotice(double deadline, const std::string& action, const std::string& source);
   std::string Key(int64_t generation, const std::string& what) const {
@@ -188,6 +194,20 @@ bool Agent::TakeStopSignal() {
   if (sig != SIGTERM && sig != SIGINT) return false;
   spdlog::warn("{}: stopping the program", strsignal(sig));
   return true;
+}
+
+int Agent::LeaveOnNotice(const char* while_doing) {
+  cloud::Notice n;
+  {
+    std::lock_guard lock(notice_mu_);
+    n = notice_;
+  }
+  const double wall = RealClock()->NowUnixS();
+  spdlog::warn("termination notice ({} {}) {}: {:.1f} s left; leaving (no program ran)",
+               cloud::FlavorName(n.flavor), n.action, while_doing,
+               n.time_unix_s > 0 ? n.time_unix_s - wall : 30.0);
+  (void)rdzv_->Leave();
+  return kExitOk;
 }
 
 void Agent::OnNotice(const cloud::Notice& n) {
@@ -282,10 +302,11 @@ Status Agent::RunSetup() {
       if (s.exit_code == 0) return Status::Ok();
       return FailedPreconditionError(fmt::format("setup {}", DescribeExit(s)));
     }
-    if (TakeStopSignal()) {
+    const bool noticed = NoticedWithoutProgram();
+    if (noticed || TakeStopSignal()) {
       ::kill(-static_cast<pid_t>(pid), SIGKILL);
       (void)WaitProcess(pid, 10);
-      return AbortedError("stopped during setup");
+      return AbortedError(noticed ? "noticed during setup" : "stopped during setup");
     }
     RealClock()->SleepFor(kTickS);
   }
@@ -303,6 +324,7 @@ Result<std::string> Agent::MasterAddress(const dist::Generation& g) {
   while (RealClock()->MonotonicS() < until) {
     auto v = kv_->Get(key);
     if (v.ok() && v->has_value()) return **v;
+    if (NoticedWithoutProgram()) return AbortedError("noticed while waiting for rank 0's address");
     if (TakeStopSignal()) {
       stop_ = true;
       return AbortedError("stopped while waiting for rank 0's address");
@@ -477,12 +499,14 @@ int Agent::Run() {
   if (metrics_) PublishMetricsAddress(*kv_, spec_.job, args_.id, host_, metrics_->port());
   rdzv_ = std::make_unique<dist::Rendezvous>(
       kv_.get(),
-      dist::RendezvousOptions{.job = spec_.job + "/agent",
-                              .min_workers = spec_.min_nodes,
-                              .max_workers = spec_.max_nodes,
-                              .timeout = std::chrono::hours(24),
-                              .poll = milliseconds(20),
-                              .cancelled = [this] { return stop_ || (stop_ = TakeStopSignal()); }},
+      dist::RendezvousOptions{
+          .job = spec_.job + "/agent",
+          .min_workers = spec_.min_nodes,
+          .max_workers = spec_.max_nodes,
+          .timeout = std::chrono::hours(24),
+          .poll = milliseconds(20),
+          .cancelled =
+              [this] { return NoticedWithoutProgram() || stop_ || (stop_ = TakeStopSignal()); }},
       args_.id);
   std::unique_ptr<cloud::TerminationWatcher> watcher;
   if (args_.watch != "none") {
@@ -497,12 +521,14 @@ int Agent::Run() {
     }
   }
   if (Status st = RunSetup(); !st.ok()) {
+    if (NoticedWithoutProgram()) return LeaveOnNotice("during setup");
     fmt::print(stderr, "error: {}\n", st.message());
     (void)rdzv_->Leave();
     return st.code() == StatusCode::kAborted ? kExitOk : kExitFailure;
   }
   while (true) {
     auto g = rdzv_->Join({.id = args_.id});
+    if (NoticedWithoutProgram()) return LeaveOnNotice("while waiting for the gang");
     if (!g.ok()) {
       (void)rdzv_->Leave();
       if (g.status().code() == StatusCode::kAborted) return kExitOk;  // stopped while waiting
@@ -510,6 +536,7 @@ int Agent::Run() {
       return kExitFailure;
     }
     auto master = MasterAddress(*g);
+    if (NoticedWithoutProgram()) return LeaveOnNotice("while waiting for rank 0's address");
     if (!master.ok()) {
       if (stop_) return kExitOk;
       spdlog::warn("{}; joining again", master.status().message());
