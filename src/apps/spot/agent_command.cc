@@ -203,7 +203,7 @@ int Agent::LeaveOnNotice(const char* while_doing) {
     n = notice_;
   }
   const double wall = RealClock()->NowUnixS();
-  spdlog::warn("termination notice ({} {}) {}: {:.1f} s left; leaving (no program ran)",
+  spdlog::warn("termination notice ({} {}) {}: {:.1f} s left; leaving (no program is running)",
                cloud::FlavorName(n.flavor), n.action, while_doing,
                n.time_unix_s > 0 ? n.time_unix_s - wall : 30.0);
   (void)rdzv_->Leave();
@@ -321,10 +321,20 @@ Result<std::string> Agent::MasterAddress(const dist::Generation& g) {
     return address;
   }
   const double until = RealClock()->MonotonicS() + 60;
+  double next_gang_check = 0;
   while (RealClock()->MonotonicS() < until) {
     auto v = kv_->Get(key);
     if (v.ok() && v->has_value()) return **v;
     if (NoticedWithoutProgram()) return AbortedError("noticed while waiting for rank 0's address");
+    // A node that left the generation before its program started (rank 0
+    // noticed, or lost with its machine): it will never start; join again.
+    if (const double now = RealClock()->MonotonicS(); now >= next_gang_check) {
+      next_gang_check = now + kGangCheckS;
+      if (PeerLost(g)) {
+        return UnavailableError(fmt::format(
+            "a node left generation {} before node rank 0 published its address", g.number));
+      }
+    }
     if (TakeStopSignal()) {
       stop_ = true;
       return AbortedError("stopped while waiting for rank 0's address");

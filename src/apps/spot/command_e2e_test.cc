@@ -17,11 +17,8 @@
 #include <thread>
 
 #include "apps/spot/e2e_support.h"
-#include "apps/spot/elastic_e2e_support.h"
 #include "apps/spot/test_process.h"
-#include "cloud/metadata_server.h"
 #include "control/job_store.h"
-#include "core/clock.h"
 #include "core/net.h"
 #include "core/number_text.h"
 #include "core/process_cpu.h"
@@ -464,63 +461,6 @@ TEST_F(CommandTest, ABusyProgramShowsAsTheWorkersUtilization) {
   }
   monitor.Kill(SIGTERM);
   EXPECT_EQ(monitor.Wait(10).exit_code, 0);
-}
-
-// A notice that comes while no program runs ends the agent at once: there is
-// nothing to save, and an agent still waiting for its gang (or running the
-// setup) when the machine is reclaimed was counted as a program killed there.
-// One agent of a two-node gang waits in the rendezvous for a peer that never
-// comes; the other runs a setup that would take a minute.
-class AgentNoticeTest : public CommandTest {
- protected:
-  ProcessResult AgentNoticedWhile(const std::string& name, const std::string& setup,
-                                  int min_nodes) {
-    ChildProcess store({SPOT_BIN, "rendezvous", "--port", "0"}, (dir_ / "store").string());
-    const std::string url = StartRendezvous(store, dir_ / "store.out");
-    if (url.empty()) return {.err = "spot rendezvous did not start"};
-    auto md = cloud::MetadataServer::Start({.instance_id = "i-0" + name});
-    if (!md.ok()) return {.err = md.status().message()};
-    const fs::path spec = dir_ / (name + ".agent.json");
-    std::ofstream(spec) << json{
-        {"job", name},
-        {"run", "touch program-ran; sleep 60"},
-        {"setup", setup},
-        {"workdir", dir_.string()},
-        {"checkpoint_dir", (dir_ / "ckpt").string()},
-        {"min_nodes", min_nodes},
-        {"max_nodes", 2}}.dump();
-    ::setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", (*md)->endpoint().c_str(), 1);
-    ChildProcess agent(
-        {SPOT_BIN, "agent", spec.string(), "--rendezvous", url, "--id", "i-0" + name, "--local-dir",
-         (dir_ / name).string(), "--watch", "aws", "--notice-poll", "0.1"},
-        (dir_ / name).string() + "-agent");
-    ::unsetenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
-    // Once it watches (before its setup and the rendezvous), and the setup
-    // has begun where there is one.
-    for (int i = 0; i < 1000 && agent.Running(); ++i) {
-      if ((*md)->requests() >= 3 && (setup.empty() || fs::exists(dir_ / "setup-began"))) break;
-      ::usleep(10000);
-    }
-    (*md)->SetNotice({.action = "terminate", .time_unix_s = WallUnixS() + 5});
-    return agent.Wait(30);
-  }
-  static double WallUnixS() { return RealClock()->NowUnixS(); }
-};
-
-TEST_F(AgentNoticeTest, ANoticeWhileWaitingForTheGangEndsTheAgent) {
-  ProcessResult r = AgentNoticedWhile("waits", "", 2);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("while waiting for the gang"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("leaving (no program ran)"), std::string::npos) << r.err;
-  EXPECT_FALSE(fs::exists(dir_ / "program-ran"));
-}
-
-TEST_F(AgentNoticeTest, ANoticeDuringTheSetupEndsItAndTheAgent) {
-  ProcessResult r = AgentNoticedWhile("sets-up", "touch setup-began; sleep 60", 1);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("during setup"), std::string::npos) << r.err;
-  EXPECT_TRUE(fs::exists(dir_ / "setup-began"));
-  EXPECT_FALSE(fs::exists(dir_ / "program-ran"));
 }
 
 // Command job files get the same checks as any: exit 2 naming the field.
