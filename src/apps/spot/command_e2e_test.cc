@@ -123,9 +123,12 @@ exit 0
 // torchrun's variables for its generation (ranks 0..3 of 4, one master) and
 // SpotTrain's; every notice reached the program, which saved and resumed
 // there, so no step was counted twice; the job ends when the program does.
+// Each gang has three seconds or more before its notice: an agent starting
+// on a loaded machine takes two (one that is noticed before its program
+// starts leaves, and the generations below would not all happen).
 TEST_F(CommandTest, NoticesReachTheProgramWhichResumesWhereItSaved) {
-  WriteTrace("zone-a", {{4, 5}});
-  WriteTrace("zone-b", {{0, 4}, {10, 11}});
+  WriteTrace("zone-a", {{6, 7}});
+  WriteTrace("zone-b", {{0, 6}, {12, 13}});
   Script("count.sh", kCounter);
   auto job =
       CommandJob("counted", "./count.sh", 2, "envs:\n  STEPS: \"160\"\n", "  nproc_per_node: 2\n");
