@@ -1,8 +1,8 @@
-// Micro-benchmarks of checkpoint files (format v3, no LibTorch, no disk):
+// Micro-benchmarks of checkpoint files (format v3, no LibTorch):
 // WriteCheckpointFile and CheckpointFile::ReadAll over an in-memory BlobStore,
 // full (raw, shuffle-zstd, planes-zstd) and delta (xor-delta, sub-delta,
-// q8-delta) versions, and the
-// XXH3 checksum alone. Records are shaped like the CNN + Adam state
+// q8-delta) versions, the XXH3 checksum alone, and ReadAll of a 50M-parameter
+// state from a file on 1 and 2 threads (BM_ReadAll50M). Records are shaped like the CNN + Adam state
 // (parameters, exp_avg, exp_avg_sq; ~5 MB of f32) and hold trained-looking
 // values: normal(0, 0.05), the delta's base one small step earlier. The chunk
 // codecs alone are in codec_micro_bench. Counters: bytes/s of raw record
@@ -12,13 +12,16 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ckpt/blob_store.h"
 #include "ckpt/codec.h"
 #include "ckpt/container.h"
 #include "ckpt/format.h"
+#include "core/temp_dir.h"
 
 namespace spot::ckpt {
 namespace {
@@ -231,6 +234,65 @@ void BM_ReadAll(benchmark::State& state) {
   state.counters["ratio"] = static_cast<double>(s.now.payload_bytes()) /
                             static_cast<double>(std::max<uint64_t>(1, file_bytes));
 }
+
+// ReadAll of a full version of the 50M MLP's shapes (784 -> 4096 x 3 -> 10,
+// weights, exp_avg and exp_avg_sq: 643 MB) in planes-zstd, from a directory
+// (page cache) on range(0) threads: how the decode scales with threads, apart
+// from everything else a restore does. Each decode's memory is freed untimed.
+void BM_ReadAll50M(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  static const auto* const dir = [] {
+    auto* d = new TempDir(TempDir::Create("ckpt-micro-bench").value());
+    Container now;
+    std::mt19937_64 rng(42);
+    std::normal_distribution<float> weights(0, 0.05f);
+    const std::vector<std::vector<int64_t>> shapes = {{4096, 784},  {4096}, {4096, 4096}, {4096},
+                                                      {4096, 4096}, {4096}, {4096, 4096}, {4096},
+                                                      {10, 4096},   {10}};
+    int i = 0;
+    for (const char* kind : {"model", "optim/exp_avg", "optim/exp_avg_sq"}) {
+      const bool squares = std::string_view(kind).ends_with("sq");
+      for (const auto& shape : shapes) {
+        std::span<char> n =
+            now.AddUninitialized(std::string(kind) + "/" + std::to_string(i++), DType::kF32, shape);
+        for (size_t k = 0; k + 4 <= n.size(); k += 4) {
+          float w = weights(rng);
+          if (squares) w = w * w * 1e-3f;
+          std::memcpy(n.data() + k, &w, 4);
+        }
+      }
+    }
+    auto store = DirectoryBlobStore::Open(d->path().string()).value();
+    auto w = store->Create("ckpt-1.bin").value();
+    ChunkCodec codec;
+    if (!WriteCheckpointFile(now, CodecPlan{}, nullptr, 1, -1, codec, *w).ok() ||
+        !w->Commit().ok()) {
+      std::abort();
+    }
+    return d;
+  }();
+  auto store = DirectoryBlobStore::Open(dir->path().string()).value();
+  auto f = CheckpointFile::Open(*store, "ckpt-1.bin");
+  if (!f.ok()) {
+    state.SkipWithError(f.status().ToString().c_str());
+    return;
+  }
+  ChunkCodec codec;
+  uint64_t bytes = 0;
+  for (auto _ : state) {
+    auto c = f->ReadAll(nullptr, codec, threads);
+    if (!c.ok()) {
+      state.SkipWithError(c.status().ToString().c_str());
+      break;
+    }
+    bytes = c->payload_bytes();
+    state.PauseTiming();
+    c = Container();
+    state.ResumeTiming();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_ReadAll50M)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(3);
 
 void AllKinds(benchmark::internal::Benchmark* b) {
   for (Kind k : {kRawFull, kZstdFull, kPlanesFull, kXorDelta, kSubDelta, kQ8Delta}) b->Arg(k);
