@@ -2,11 +2,10 @@
 // WriteCheckpointFile and CheckpointFile::ReadAll over an in-memory BlobStore,
 // full (raw, shuffle-zstd, planes-zstd) and delta (xor-delta, sub-delta,
 // q8-delta) versions, the XXH3 checksum alone, and ReadAll of a 50M-parameter
-// state from a file on 1 and 2 threads (BM_ReadAll50M). Records are shaped like the CNN + Adam state
-// (parameters, exp_avg, exp_avg_sq; ~5 MB of f32) and hold trained-looking
-// values: normal(0, 0.05), the delta's base one small step earlier. The chunk
-// codecs alone are in codec_micro_bench. Counters: bytes/s of raw record
-// bytes, `ratio` = raw bytes / file bytes.
+// state from a file on 1 and 2 threads (BM_ReadAll50M). Records are shaped like the CNN + Adam
+// state (parameters, exp_avg, exp_avg_sq; ~5 MB of f32) and hold trained-looking values: normal(0,
+// 0.05), the delta's base one small step earlier. The chunk codecs alone are in codec_micro_bench.
+// Counters: bytes/s of raw record bytes, `ratio` = raw bytes / file bytes.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -241,8 +240,9 @@ void BM_ReadAll(benchmark::State& state) {
 // from everything else a restore does. Each decode's memory is freed untimed.
 void BM_ReadAll50M(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
-  static const auto* const dir = [] {
-    auto* d = new TempDir(TempDir::Create("ckpt-micro-bench").value());
+  // Written once per process, removed at its exit.
+  static const TempDir dir = [] {
+    TempDir d = TempDir::Create("ckpt-micro-bench").value();
     Container now;
     std::mt19937_64 rng(42);
     std::normal_distribution<float> weights(0, 0.05f);
@@ -262,7 +262,7 @@ void BM_ReadAll50M(benchmark::State& state) {
         }
       }
     }
-    auto store = DirectoryBlobStore::Open(d->path().string()).value();
+    auto store = DirectoryBlobStore::Open(d.path().string()).value();
     auto w = store->Create("ckpt-1.bin").value();
     ChunkCodec codec;
     if (!WriteCheckpointFile(now, CodecPlan{}, nullptr, 1, -1, codec, *w).ok() ||
@@ -271,7 +271,7 @@ void BM_ReadAll50M(benchmark::State& state) {
     }
     return d;
   }();
-  auto store = DirectoryBlobStore::Open(dir->path().string()).value();
+  auto store = DirectoryBlobStore::Open(dir.path().string()).value();
   auto f = CheckpointFile::Open(*store, "ckpt-1.bin");
   if (!f.ok()) {
     state.SkipWithError(f.status().ToString().c_str());

@@ -21,12 +21,7 @@ TEST_F(ControllerTest, RestartAdoptsTheFleetAndKeepsTheLedgerWhole) {
   spec_ = Spec(1.5, 12);
   StartTraining();
   // Crash once the gang was moved to zone b (tick 40) and runs there.
-  auto job = CrashFirstController([&] {
-    auto d = store_->Decisions(spec_.name);
-    auto live = store_->Instances(spec_.name, true);
-    return d.ok() && d->size() >= 50 && live.ok() && live->size() == kNodes &&
-           Pid((*live)[0].provider_data) > 0 && Pid((*live)[1].provider_data) > 0;
-  });
+  auto job = CrashFirstController([&] { return GangRunsAfter(50); });
   ASSERT_TRUE(job.has_value());
   auto before = store_->Instances(spec_.name, true);
   ASSERT_TRUE(before.ok());
@@ -81,12 +76,7 @@ TEST_F(ControllerTest, RestartAfterAReclaimNobodyWatched) {
   SetMarket(OneLoss());
   spec_ = Spec(1, 12);
   StartTraining();
-  auto job = CrashFirstController([&] {
-    auto d = store_->Decisions(spec_.name);
-    auto live = store_->Instances(spec_.name, true);
-    return d.ok() && d->size() >= 10 && live.ok() && live->size() == kNodes &&
-           Pid((*live)[0].provider_data) > 0 && Pid((*live)[1].provider_data) > 0;
-  });
+  auto job = CrashFirstController([&] { return GangRunsAfter(10); });
   ASSERT_TRUE(job.has_value());
   auto before = store_->Instances(spec_.name, true);
   ASSERT_TRUE(before.ok());

@@ -288,6 +288,19 @@ class ControllerTest : public ::testing::Test {
     return **job;
   }
 
+  // Whether the job has made `decisions` decisions and its whole gang runs
+  // (every live instance's process started): when to crash a first controller.
+  bool GangRunsAfter(size_t decisions) {
+    auto d = store_->Decisions(spec_.name);
+    auto live = store_->Instances(spec_.name, true);
+    if (!d.ok() || d->size() < decisions || !live.ok()) return false;
+    if (live->size() != static_cast<size_t>(kNodes)) return false;
+    for (const InstanceRecord& r : *live) {
+      if (Pid(r.provider_data) <= 0) return false;
+    }
+    return true;
+  }
+
   std::vector<std::string> StateChanges() {
     std::vector<std::string> out;
     auto events = store_->Events(spec_.name);
