@@ -25,6 +25,7 @@
 #include "dist/state_sync.h"
 #include "dist/straggler.h"
 #include "train/checkpointer.h"
+#include "train/folder_data.h"
 #include "train/partition.h"
 #include "train/pretrained.h"
 #include "train/state_dict_export.h"
@@ -85,6 +86,7 @@ class Worker {
   enum class Outcome { kDone, kReform, kStopped };
   Status FormGroup(const Generation& g);
   Status SyncState(const Generation& g, Clock::time_point t0);
+  Status HoldShards(const Generation& g);
   Status BecomeWriter(bool writer);
   Status ResumeFromCheckpoint();
   Result<Outcome> TrainGeneration(const Generation& g);
@@ -124,6 +126,7 @@ class Worker {
   int64_t progress_step_ = 0;
   int64_t steps_in_generation_ = 0;
   uint64_t last_step_bytes_ = 0;
+  int64_t shards_counted_ = 0;  // shards held when last counted (HoldShards)
 
   std::unique_ptr<train::Checkpointer> ckpt_;  // rank 0 of a generation only
   int64_t restored_step_ = -1;
@@ -139,7 +142,8 @@ class Worker {
 Status Worker::Init() {
   SPOT_RETURN_IF_ERROR(train::CheckDevice(spec_));  // before loading (and caching) any data
   counters_ = train::FreshCounters(spec_, train::PrepareProcess(spec_));
-  SPOT_ASSIGN_OR_RETURN(train_, train::LoadSplit(spec_, train::Split::kTrain, spec_.train_limit));
+  SPOT_ASSIGN_OR_RETURN(train_, train::LoadSplit(spec_, train::Split::kTrain, spec_.train_limit,
+                                                 /*sharded=*/true));
   SPOT_ASSIGN_OR_RETURN(test_, train::LoadSplit(spec_, train::Split::kTest, spec_.test_limit));
   SPOT_ASSIGN_OR_RETURN(model_, train::BuildModel(spec_, train_.SampleShape()));
   SPOT_RETURN_IF_ERROR(train::CheckLossTargets(spec_, *model_, train_));
@@ -242,6 +246,7 @@ Status Worker::SyncState(const Generation& g, Clock::time_point t0) {
   }
   have_state_ = true;
   runner_->Reset();
+  if (train_.shards) SPOT_RETURN_IF_ERROR(HoldShards(g));
   // Rank 0 reports the layer groups (the gradients are global: one is enough).
   runner_->set_layer_stats_every(g.rank == 0 && opt_.observer.on_step ? 10 : 0);
   stragglers_.emplace(StragglerOptions{.factor = spec_.distributed.straggler_factor,
@@ -274,9 +279,61 @@ Status Worker::SyncState(const Generation& g, Clock::time_point t0) {
   return Status::Ok();
 }
 
+// An image folder held in shards: every rank computes the generation's owners
+// from the members' ids, loads its own shards (the nearest cache tier first:
+// a survivor takes over a lost member's shards from the durable copy) and
+// trains, in every batch, on the samples of its own shards.
+Status Worker::HoldShards(const Generation& g) {
+  train::ImageShards& shards = *train_.shards;
+  std::vector<std::string> ids;
+  for (const MemberInfo& m : g.members) ids.push_back(m.id);
+  std::vector<int32_t> owners = train::ShardOwners(shards.shards(), ids);
+  std::vector<int64_t> mine;
+  int64_t held = 0;
+  for (int64_t s = 0; s < shards.shards(); ++s) {
+    if (owners[static_cast<size_t>(s)] != g.rank) continue;
+    mine.push_back(s);
+    held += shards.Holds(s);
+  }
+  const int64_t before = shards.held();
+  summary_.shards_on_demand += before - shards_counted_;
+  const train::DataCacheStats was = shards.stats();
+  const auto t0 = Clock::now();
+  Status st = shards.Load(mine);
+  if (!st.ok()) {
+    return st.code() == StatusCode::kInvalidArgument
+               ? st.WithContext(spec_.source + ": dataset.path")
+               : st;
+  }
+  const train::DataCacheStats now = shards.stats();
+  const int64_t loaded = shards.held() - before;
+  summary_.shards_loaded += loaded;
+  shards_counted_ = shards.held();
+  std::string from;
+  for (int t = 0; t < train::kCacheTiers; ++t) {
+    const int64_t n = now.shards[t] - was.shards[t];
+    if (n > 0) {
+      from +=
+          fmt::format("{}{} {}", from.empty() ? "" : ", ", n,
+                      t == 3 ? "decoded" : train::CacheTierName(static_cast<train::CacheTier>(t)));
+    }
+  }
+  spdlog::info(
+      "generation {}: data shards: {} of {} are rank {} of {}'s; {} held already, {} loaded{} "
+      "({:.2f} s)",
+      g.number, mine.size(), shards.shards(), g.rank, g.world_size(), held, loaded,
+      from.empty() ? "" : " (" + from + ")", Seconds(t0, Clock::now()));
+  // With distributed.balance the parts follow the workers' speeds instead,
+  // and a part takes what it lacks from other ranks' shards.
+  runner_->SetShardOwners(shards.shard_size(), std::move(owners),
+                          spec_.distributed.balance ? -1 : g.rank);
+  return Status::Ok();
+}
+
 Result<StepResult> Worker::Step(const Generation& g, Slice batch) {
   const auto t0 = Clock::now();
-  const Slice mine = SplitBatch(batch, weights_)[g.rank];
+  const Slice mine =
+      runner_->PartsByOwner() ? runner_->OwnPart(batch) : SplitBatch(batch, weights_)[g.rank];
   GlooSync::Control control{.stop = StopWanted(), .samples_per_s = rate_};
   if (g.rank == 0 && Seconds(last_reform_check_, Clock::now()) >= 0.1) {
     last_reform_check_ = Clock::now();
@@ -605,6 +662,11 @@ Result<WorkerSummary> Worker::Run() {
   (void)rdzv_->Leave();
   summary_.steps = counters_.step;
   summary_.samples_per_s = rate_;
+  if (train_.shards) {
+    summary_.shards = train_.shards->shards();
+    summary_.shards_held = train_.shards->held();
+    summary_.shards_on_demand += summary_.shards_held - shards_counted_;
+  }
   summary_.wall_seconds = Seconds(start, Clock::now());
   return summary_;
 }
@@ -633,6 +695,8 @@ Result<WorkerSummary> RunWorker(const train::TrainSpec& spec, const WorkerOption
       return w.Run();
     } catch (const c10::Error& e) {
       return InternalError(std::string("elastic worker: ") + e.what_without_backtrace());
+    } catch (const std::invalid_argument& e) {  // a shard a batch needed failed to load
+      return InvalidArgumentError(e.what());
     }
   }();
   if (options.handle_signals) {

@@ -245,5 +245,61 @@ TEST_F(ImageCacheTest, TheTestSplitHasShardsOfItsOwnAndDurableNoneKeepsItLocal) 
   EXPECT_EQ(Load(Split::kTrain).cache_stats->shards[3], 6) << "the train split is not the test's";
 }
 
+// Loaded shard by shard (an elastic worker's set): nothing is held at first;
+// Load takes only the shards asked for, Take and Range load the shards of
+// the rows they read, and the rows equal the whole load's. A damaged image is
+// found by the load of its shard, named, and thrown by Take.
+TEST_F(ImageCacheTest, AShardedSetLoadsOnlyTheShardsAskedForOrTaken) {
+  const TensorSet whole = Load();
+  ClearDataCacheMemory();
+  spec_.checkpoint.dir = (dir_.path() / "machine2").string();  // a fresh disk
+  Result<TensorSet> r = LoadImageFolderSplit(spec_, Split::kTrain, /*sharded=*/true);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  TensorSet t = std::move(r).value();
+  ASSERT_TRUE(t.shards);
+  EXPECT_EQ(t.size(), 21);
+  EXPECT_EQ(t.shards->shards(), 6);
+  EXPECT_EQ(t.shards->held(), 0);
+  EXPECT_TRUE(at::equal(t.labels, whole.labels));
+
+  ASSERT_TRUE(t.shards->Load({1, 3}).ok());
+  EXPECT_EQ(t.shards->held(), 2);
+  EXPECT_TRUE(t.shards->Holds(1) && t.shards->Holds(3) && !t.shards->Holds(0));
+  EXPECT_EQ(t.shards->stats().shards[2], 2) << "from the durable tier";
+  EXPECT_TRUE(at::equal(t.images.slice(0, 4, 8), whole.images.slice(0, 4, 8)));
+
+  // Rows 0 and 20: shards 0 and 5; row 13 (shard 3) is held.
+  auto [x, y] = t.Take(at::tensor({20, 13, 0}, at::kLong));
+  EXPECT_EQ(t.shards->held(), 4);
+  EXPECT_TRUE(t.shards->Holds(0) && t.shards->Holds(5));
+  auto [wx, wy] = whole.Take(at::tensor({20, 13, 0}, at::kLong));
+  EXPECT_TRUE(at::equal(x, wx));
+  EXPECT_TRUE(at::equal(y, wy));
+  t.Range(8, 9);
+  EXPECT_TRUE(t.shards->Holds(2));
+  ASSERT_TRUE(t.shards->LoadAll().ok());
+  EXPECT_TRUE(at::equal(t.images, whole.images));
+
+  // A limit keeps a view: the shards still fill the whole tensor's rows.
+  Result<TensorSet> cut = LoadSplit(spec_, Split::kTrain, 10, /*sharded=*/true);
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  EXPECT_EQ(cut->size(), 10);
+  EXPECT_TRUE(at::equal(cut->Range(0, 10).first, whole.Range(0, 10).first));
+
+  // A damaged image in a shard no tier holds (a new size: a new fingerprint).
+  spec_.image_size = 5;
+  // Files go by class, then name: even/4.png is row 8, in shard 2.
+  const fs::path bad = dir_.path() / "data" / "train" / "even" / "4.png";
+  std::ofstream(bad, std::ios::trunc | std::ios::binary) << "not a png";
+  Result<TensorSet> d = LoadImageFolderSplit(spec_, Split::kTrain, /*sharded=*/true);
+  ASSERT_TRUE(d.ok()) << "nothing decoded before a shard is asked for";
+  ASSERT_TRUE(d->shards->Load({0, 1}).ok());
+  const Status st = d->shards->Load({2, 3});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find(bad.string()), std::string::npos) << st.message();
+  EXPECT_FALSE(d->shards->Holds(2)) << "a failed load holds none of its shards";
+  EXPECT_THROW(d->Take(at::tensor({8}, at::kLong)), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace spot::train

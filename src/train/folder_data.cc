@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <numeric>
+#include <stdexcept>
 #include <thread>
 
 #include "core/file_io.h"
@@ -77,26 +79,6 @@ CacheDirs CacheDirsFor(const TrainSpec& spec) {
   return d;
 }
 
-// Fills rows [begin, end) of `images` from the cache, or else by decoding
-// their files (per-file errors go to `errors`). True when it decoded them.
-bool LoadShard(const TrainSpec& spec, const ImageFolderIndex& index, DataCache& cache,
-               const std::string& name, uint64_t fingerprint, int64_t begin, int64_t end,
-               const at::Tensor& images, std::vector<Status>& errors) {
-  at::Tensor block = images.slice(0, begin, end);
-  const auto bytes = static_cast<size_t>(block.nbytes());
-  CacheTier from;
-  std::optional<std::string> raw = cache.Get(name, fingerprint, &from);
-  if (raw && raw->size() == bytes) {
-    std::memcpy(block.data_ptr(), raw->data(), bytes);
-    return false;
-  }
-  for (int64_t i = begin; i < end; ++i) {
-    errors[i] =
-        LoadImage(index.files[i], static_cast<int>(spec.channels), spec.image_size, images[i]);
-  }
-  return true;
-}
-
 // Runs fn(i) for i in [0, n) on k threads, each taking the next i.
 void OnThreads(int64_t k, int64_t n, const std::function<void(int64_t)>& fn) {
   std::atomic<int64_t> next{0};
@@ -111,8 +93,139 @@ void OnThreads(int64_t k, int64_t n, const std::function<void(int64_t)>& fn) {
 
 }  // namespace
 
-Result<TensorSet> LoadImageFolderSplit(const TrainSpec& spec, Split split) {
+Result<std::shared_ptr<ImageShards>> ImageShards::Open(const TrainSpec& spec, Split split) {
+  SPOT_ASSIGN_OR_RETURN(ImageFolderIndex train_index, ScanImageFolder(spec.dataset_path, "train"));
+  std::shared_ptr<ImageShards> s(new ImageShards());
+  if (split == Split::kTrain) {
+    s->index_ = std::move(train_index);
+  } else {
+    SPOT_ASSIGN_OR_RETURN(s->index_,
+                          ScanImageFolder(spec.dataset_path, "test", &train_index.classes));
+  }
+  s->part_ = split == Split::kTrain ? "train" : "test";
+  s->channels_ = static_cast<int>(spec.channels);
+  s->image_size_ = spec.image_size;
+  s->shard_size_ = spec.cache.shard_size;
+  const CacheDirs dirs = CacheDirsFor(spec);
+  SPOT_ASSIGN_OR_RETURN(s->cache_, DataCache::Open({.local_dir = dirs.local,
+                                                    .durable_dir = dirs.durable,
+                                                    .memory_bytes = spec.cache.memory_mb << 20}));
+  s->fingerprint_ = Fingerprint(spec, s->part_, s->index_);
+  const auto n = static_cast<int64_t>(s->index_.files.size());
+  s->images_ = at::empty({n, spec.channels, spec.image_size, spec.image_size}, at::kByte);
+  s->held_ = std::vector<std::atomic<bool>>(
+      static_cast<size_t>((n + s->shard_size_ - 1) / s->shard_size_));
+  return s;
+}
+
+int64_t ImageShards::held() const {
+  return std::count_if(held_.begin(), held_.end(), [](const auto& h) { return h.load(); });
+}
+
+Status ImageShards::LoadAll() {
+  std::vector<int64_t> all(held_.size());
+  std::iota(all.begin(), all.end(), 0);
+  return Load(all);
+}
+
+// Each shard from the nearest tier that holds it, else decoded (per-file
+// errors go to `errors`); the decoded ones are stored once all loaded.
+Status ImageShards::Load(const std::vector<int64_t>& which) {
+  std::lock_guard<std::mutex> lock(load_mu_);
+  std::vector<int64_t> todo;
+  for (int64_t s : which) {
+    if (!held_[static_cast<size_t>(s)].load()) todo.push_back(s);
+  }
+  std::sort(todo.begin(), todo.end());
+  todo.erase(std::unique(todo.begin(), todo.end()), todo.end());
+  if (todo.empty()) return Status::Ok();
+  const auto n = static_cast<int64_t>(index_.files.size());
+  auto rows = [&](int64_t s) {
+    return std::pair<int64_t, int64_t>{s * shard_size_, std::min(n, (s + 1) * shard_size_)};
+  };
+  auto name = [&](int64_t s) {
+    return fmt::format("images-{}-{:016x}-{:06}", part_, fingerprint_, s);
+  };
+  // Per shard: the first file error among its rows, and whether it was decoded.
+  std::vector<Status> errors(todo.size());
+  std::vector<char> decoded(todo.size(), 0);
+  const int64_t k = std::max<int64_t>(
+      1, std::min<int64_t>(at::get_num_threads(), static_cast<int64_t>(todo.size())));
+  OnThreads(k, static_cast<int64_t>(todo.size()), [&](int64_t j) {
+    const auto [begin, end] = rows(todo[j]);
+    at::Tensor block = images_.slice(0, begin, end);
+    const auto bytes = static_cast<size_t>(block.nbytes());
+    CacheTier from;
+    std::optional<std::string> raw = cache_->Get(name(todo[j]), fingerprint_, &from);
+    if (raw && raw->size() == bytes) {
+      std::memcpy(block.data_ptr(), raw->data(), bytes);
+      return;
+    }
+    decoded[j] = 1;
+    for (int64_t i = begin; i < end && errors[j].ok(); ++i) {
+      errors[j] = LoadImage(index_.files[i], channels_, image_size_, images_[i]);
+    }
+  });
+  for (const Status& e : errors) {
+    if (!e.ok()) return e;  // the first in file order, whatever the threads did
+  }
+  // Only a load that succeeded stores what it decoded.
+  OnThreads(k, static_cast<int64_t>(todo.size()), [&](int64_t j) {
+    if (!decoded[j]) return;
+    const auto [begin, end] = rows(todo[j]);
+    at::Tensor block = images_.slice(0, begin, end);
+    cache_->Put(name(todo[j]), fingerprint_,
+                std::string_view(static_cast<const char*>(block.data_ptr()),
+                                 static_cast<size_t>(block.nbytes())));
+  });
+  for (int64_t s : todo) held_[static_cast<size_t>(s)].store(true);
+  return Status::Ok();
+}
+
+void ImageShards::Ensure(std::vector<int64_t> shards) {
+  std::erase_if(shards, [&](int64_t s) { return held_[static_cast<size_t>(s)].load(); });
+  if (shards.empty()) return;
+  Status st = Load(shards);
+  if (!st.ok()) throw std::invalid_argument(st.message());
+}
+
+void ImageShards::EnsureRows(const at::Tensor& rows) {
+  const at::Tensor r = rows.to(at::kLong).contiguous();
+  const int64_t* p = r.data_ptr<int64_t>();
+  std::vector<int64_t> shards;
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    const int64_t s = p[i] / shard_size_;
+    if (!held_[static_cast<size_t>(s)].load()) shards.push_back(s);
+  }
+  Ensure(std::move(shards));
+}
+
+void ImageShards::EnsureRange(int64_t begin, int64_t end) {
+  std::vector<int64_t> shards;
+  for (int64_t s = begin / shard_size_; s * shard_size_ < end; ++s) {
+    if (!held_[static_cast<size_t>(s)].load()) shards.push_back(s);
+  }
+  Ensure(std::move(shards));
+}
+
+Result<TensorSet> LoadImageFolderSplit(const TrainSpec& spec, Split split, bool sharded) {
   const auto t0 = std::chrono::steady_clock::now();
+  TensorSet t;
+  if (spec.cache.enabled) {
+    SPOT_ASSIGN_OR_RETURN(std::shared_ptr<ImageShards> shards, ImageShards::Open(spec, split));
+    t.images = shards->images();
+    t.labels = at::tensor(shards->labels(), at::kLong);
+    if (sharded) {
+      t.shards = std::move(shards);
+      return t;
+    }
+    SPOT_RETURN_IF_ERROR(shards->LoadAll());
+    t.cache_stats = shards->stats();
+    spdlog::info("data cache: {} split, {} ({:.2f} s)", split == Split::kTrain ? "train" : "test",
+                 t.cache_stats->Summary(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return t;
+  }
   SPOT_ASSIGN_OR_RETURN(ImageFolderIndex train_index, ScanImageFolder(spec.dataset_path, "train"));
   ImageFolderIndex index;
   if (split == Split::kTrain) {
@@ -120,61 +233,20 @@ Result<TensorSet> LoadImageFolderSplit(const TrainSpec& spec, Split split) {
   } else {
     SPOT_ASSIGN_OR_RETURN(index, ScanImageFolder(spec.dataset_path, "test", &train_index.classes));
   }
-  const std::string part = split == Split::kTrain ? "train" : "test";
-  std::unique_ptr<DataCache> cache;
-  uint64_t fingerprint = 0;
-  if (spec.cache.enabled) {
-    const CacheDirs dirs = CacheDirsFor(spec);
-    SPOT_ASSIGN_OR_RETURN(cache, DataCache::Open({.local_dir = dirs.local,
-                                                  .durable_dir = dirs.durable,
-                                                  .memory_bytes = spec.cache.memory_mb << 20}));
-    fingerprint = Fingerprint(spec, part, index);
-  }
   const auto n = static_cast<int64_t>(index.files.size());
-  const int64_t shard_size = spec.cache.shard_size;  // with a cache
-  const int64_t shards = (n + shard_size - 1) / shard_size;
-  TensorSet t;
   t.images = at::empty({n, spec.channels, spec.image_size, spec.image_size}, at::kByte);
   // Decoding threads, one per intra-op thread (ATen's parallel_for measured
-  // no gain for this coarse, uneven work): with a cache each takes whole
-  // shards, without one single files.
+  // no gain for this coarse, uneven work), each taking single files.
   std::vector<Status> errors(n);
-  const int64_t k =
-      std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), cache ? shards : n));
-  auto shard_name = [&](int64_t s) {
-    return fmt::format("images-{}-{:016x}-{:06}", part, fingerprint, s);
-  };
-  std::vector<char> decoded(shards, 0);
-  if (cache) {
-    OnThreads(k, shards, [&](int64_t s) {
-      decoded[s] = LoadShard(spec, index, *cache, shard_name(s), fingerprint, s * shard_size,
-                             std::min(n, (s + 1) * shard_size), t.images, errors);
-    });
-  } else {
-    OnThreads(k, n, [&](int64_t i) {
-      errors[i] =
-          LoadImage(index.files[i], static_cast<int>(spec.channels), spec.image_size, t.images[i]);
-    });
-  }
+  const int64_t k = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), n));
+  OnThreads(k, n, [&](int64_t i) {
+    errors[i] =
+        LoadImage(index.files[i], static_cast<int>(spec.channels), spec.image_size, t.images[i]);
+  });
   for (const Status& s : errors) {
     if (!s.ok()) return s;  // the first in file order, whatever the threads did
   }
-  // Only a load that succeeded stores what it decoded.
-  if (cache) {
-    OnThreads(k, shards, [&](int64_t s) {
-      if (!decoded[s]) return;
-      at::Tensor block = t.images.slice(0, s * shard_size, std::min(n, (s + 1) * shard_size));
-      cache->Put(shard_name(s), fingerprint,
-                 std::string_view(static_cast<const char*>(block.data_ptr()),
-                                  static_cast<size_t>(block.nbytes())));
-    });
-  }
   t.labels = at::tensor(index.labels, at::kLong);
-  if (cache) {
-    t.cache_stats = cache->stats();
-    spdlog::info("data cache: {} split, {} ({:.2f} s)", part, t.cache_stats->Summary(),
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
   return t;
 }
 

@@ -1,5 +1,7 @@
 #include "train/partition.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -68,6 +70,36 @@ std::vector<double> WeightsFromThroughput(const std::vector<double>& samples_per
   }
   if (hi <= lo * (1 + tolerance)) std::fill(w.begin(), w.end(), 1.0);
   return w;
+}
+
+std::vector<int32_t> ShardOwners(int64_t shards, const std::vector<std::string>& members) {
+  std::vector<int32_t> owners(static_cast<size_t>(std::max<int64_t>(0, shards)), 0);
+  for (int64_t s = 0; s < shards; ++s) {
+    uint64_t best = 0;
+    for (size_t m = 0; m < members.size(); ++m) {
+      const uint64_t score =
+          XXH3_64bits_withSeed(members[m].data(), members[m].size(), static_cast<uint64_t>(s));
+      // Ties (vanishingly rare) go to the smaller id, so the order of
+      // `members` never matters.
+      if (m == 0 || score > best ||
+          (score == best && members[m] < members[static_cast<size_t>(owners[s])])) {
+        best = score;
+        owners[s] = static_cast<int32_t>(m);
+      }
+    }
+  }
+  return owners;
+}
+
+void ArrangeByOwner(std::vector<int64_t>& order, int64_t batch_size, int64_t shard_size,
+                    const std::vector<int32_t>& owners) {
+  const auto n = static_cast<int64_t>(order.size());
+  auto owner = [&](int64_t sample) { return owners[static_cast<size_t>(sample / shard_size)]; };
+  for (int64_t begin = 0; begin < n; begin += batch_size) {
+    const int64_t end = std::min(n, begin + batch_size);
+    std::stable_sort(order.begin() + begin, order.begin() + end,
+                     [&](int64_t a, int64_t b) { return owner(a) < owner(b); });
+  }
 }
 
 }  // namespace spot::train

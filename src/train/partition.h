@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace spot::train {
@@ -36,5 +37,26 @@ std::vector<Slice> SplitBatch(Slice batch, const std::vector<double>& weights);
 // measurement does not reshuffle the split of equal workers.
 std::vector<double> WeightsFromThroughput(const std::vector<double>& samples_per_s,
                                           double tolerance = 0.1);
+
+// Data held in shards by the replicas (an elastic worker's image folder,
+// loaded shard by shard): shard s belongs to the member whose id scores
+// highest for s (rendezvous, or highest-random-weight, hashing: Thaler and
+// Ravishankar 1998; the score is XXH3-64 of the id seeded by s). Every member
+// computes the same owners from the same ids, whatever their order. When a
+// member leaves, only its shards move, each to the member that scored next
+// highest; a member that joins takes about 1/(n+1) of the shards, each from
+// one other member. Returns the owner's index in `members` for every shard.
+// REQUIRES: members not empty, ids distinct.
+std::vector<int32_t> ShardOwners(int64_t shards, const std::vector<std::string>& members);
+
+// Reorders the samples of each global batch of `order` (positions
+// [k*B, min(n, (k+1)*B)), B = batch_size) by the owner of their shard
+// (sample / shard_size), lowest owner first, keeping the epoch's order among
+// one owner's samples. SplitBatch's contiguous slices in rank order then give
+// each rank mostly samples of shards it holds. A batch keeps its samples, so
+// every sample is still trained on once per epoch. `owners` is indexed by
+// shard (ShardOwners); REQUIRES: it covers every sample's shard.
+void ArrangeByOwner(std::vector<int64_t>& order, int64_t batch_size, int64_t shard_size,
+                    const std::vector<int32_t>& owners);
 
 }  // namespace spot::train

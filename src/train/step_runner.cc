@@ -98,6 +98,7 @@ void StepRunner::EnsureOrder() {
                                  labels.data_ptr<int64_t>() + labels.numel());
     o = ClassOrder(seed, epoch, l, spec_.sampling == "balanced");
   }
+  if (!shard_owners_.empty()) ArrangeByOwner(o, spec_.batch_size, shard_size_, shard_owners_);
   order_ = at::from_blob(o.data(), {data_.size()}, at::kLong).clone();
   order_epoch_ = epoch;
 }
@@ -153,6 +154,29 @@ std::string StepRunner::Judge(double loss) const {
 
 StepRunner::~StepRunner() = default;
 
+void StepRunner::SetShardOwners(int64_t shard_size, std::vector<int32_t> owners, int own_rank) {
+  shard_size_ = shard_size;
+  shard_owners_ = std::move(owners);
+  own_rank_ = shard_owners_.empty() ? -1 : own_rank;
+  Reset();
+}
+
+Slice StepRunner::OwnPart(Slice batch) {
+  EnsureOrder();
+  return OwnPartOfCurrentOrder(batch);
+}
+
+// The batch is arranged by owner: count the samples of lower ranks, then ours.
+Slice StepRunner::OwnPartOfCurrentOrder(Slice batch) const {
+  const int64_t* o = order_.data_ptr<int64_t>();
+  auto owner = [&](int64_t p) { return shard_owners_[static_cast<size_t>(o[p] / shard_size_)]; };
+  int64_t p = batch.begin;
+  while (p < batch.end && owner(p) < own_rank_) ++p;
+  Slice mine{p, p};
+  while (mine.end < batch.end && owner(mine.end) == own_rank_) ++mine.end;
+  return mine;
+}
+
 void StepRunner::Reset() {
   order_epoch_ = -1;
   if (prefetch_) prefetch_->Drop();
@@ -191,7 +215,9 @@ Slice StepRunner::PredictNextPart(Slice batch, Slice mine) const {
   if (batch.end >= n) return {};
   const Slice next = GlobalBatch(batch.end / spec_.batch_size, spec_.batch_size, n);
   const int64_t at = next.begin + (mine.begin - batch.begin);
-  const Slice next_mine{std::min(at, next.end), std::min(next.end, at + mine.size())};
+  const Slice next_mine = own_rank_ >= 0 && next.size() > 0
+                              ? OwnPartOfCurrentOrder(next)
+                              : Slice{std::min(at, next.end), std::min(next.end, at + mine.size())};
   if (next_mine.size() == 0) return {};
   const int64_t micro = std::min<int64_t>(spec_.distributed.accumulation_steps, next_mine.size());
   return SplitBatch(next_mine, std::vector<double>(micro, 1.0))[0];

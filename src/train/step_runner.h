@@ -145,6 +145,20 @@ class StepRunner {
   // fresh run). Run calls it; call it before anything else uses the model
   // (the first checkpoint, an evaluation). Nothing for other precisions.
   void PreparePrecision();
+  // Data held in shards by the replicas (TensorSet::shards): every global
+  // batch is arranged by the rank owning each sample's shard (ArrangeByOwner,
+  // `owners` by shard, shards of `shard_size` samples), so the ranks' samples
+  // of a batch are contiguous. With `own_rank` >= 0 this replica's part of a
+  // batch is exactly its own samples (OwnPart): no replica reads another's
+  // shards, and the parts' sizes vary from batch to batch with the shards'
+  // draw; with -1 the caller splits the batch (SplitBatch), and a part holds
+  // mostly its own samples. Empty `owners`: the epoch's order as it is.
+  // Drops the order and any prefetched batch. The same owners on every rank,
+  // or the ranks' parts would overlap.
+  void SetShardOwners(int64_t shard_size, std::vector<int32_t> owners, int own_rank = -1);
+  bool PartsByOwner() const { return own_rank_ >= 0; }
+  // The positions of `batch` whose shards own_rank owns. REQUIRES: PartsByOwner().
+  Slice OwnPart(Slice batch);
   // Layer-group statistics (StepOutcome::layers) every `k` steps (0: never).
   // They read every weight and gradient once more, and copy the weights.
   void set_layer_stats_every(int64_t k) { layer_stats_every_ = k; }
@@ -166,6 +180,10 @@ class StepRunner {
   Slice PredictNextPart(Slice batch, Slice mine) const;
 
   int64_t layer_stats_every_ = 0;
+  int64_t shard_size_ = 0;
+  std::vector<int32_t> shard_owners_;
+  int own_rank_ = -1;
+  Slice OwnPartOfCurrentOrder(Slice batch) const;
   at::Tensor order_;
   int64_t order_epoch_ = -1;
   std::unique_ptr<BatchPrefetcher> prefetch_;  // declared last: joined first

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -11,6 +12,8 @@
 #include "core/temp_dir.h"
 #include "train/checkpointer.h"
 #include "train/model.h"
+#include "train/partition.h"
+#include "train/sampler.h"
 #include "train/test_replica.h"
 
 namespace spot::train {
@@ -61,6 +64,43 @@ TEST(StepRunnerTest, BatchesCoverEachEpochOnceAndTheCountersFollow) {
   std::vector<std::pair<int64_t, int64_t>> want = {{0, 16}, {16, 32}, {32, 40},
                                                    {0, 16}, {16, 32}, {32, 40}};
   EXPECT_EQ(seen, want);
+}
+
+// Data held in shards (an elastic worker's image folder): each rank's part of
+// a batch is exactly the batch's samples of the shards it owns, the ranks'
+// parts tile the batch, and one owner of everything changes nothing.
+TEST(StepRunnerTest, PartsByShardOwnerTileEveryBatchWithEachRanksOwnSamples) {
+  const int64_t shard = 5;  // 8 shards of the 40 samples
+  const std::vector<int32_t> owners = ShardOwners(8, {"x", "y"});
+  ASSERT_NE(std::count(owners.begin(), owners.end(), 0), 0);
+  ASSERT_NE(std::count(owners.begin(), owners.end(), 1), 0);
+  Replica r0(SmallSpec()), r1(SmallSpec());
+  r0.runner->SetShardOwners(shard, owners, 0);
+  r1.runner->SetShardOwners(shard, owners, 1);
+  EXPECT_TRUE(r0.runner->PartsByOwner());
+  for (int64_t k = 0; k < 6; ++k) {  // two epochs
+    const Slice b = r0.runner->NextBatch();
+    const Slice p0 = r0.runner->OwnPart(b), p1 = r1.runner->OwnPart(b);
+    EXPECT_EQ(p0.begin, b.begin) << "batch " << k;
+    EXPECT_EQ(p0.end, p1.begin) << "batch " << k;
+    EXPECT_EQ(p1.end, b.end) << "batch " << k;
+    const std::vector<int64_t> order = EpochOrder(7, r0.counters.epoch, 40);
+    int64_t of0 = 0;
+    for (int64_t p = b.begin; p < b.end; ++p) of0 += owners[order[p] / shard] == 0;
+    EXPECT_EQ(p0.size(), of0) << "batch " << k;
+    LocalSync sync;
+    ASSERT_TRUE(r0.runner->Run(b, p0, sync).ok());
+    ASSERT_TRUE(r1.runner->Run(b, p1, sync).ok());
+    r0.runner->Advance(b);
+    r1.runner->Advance(b);
+  }
+  Replica plain(SmallSpec()), one(SmallSpec());
+  one.runner->SetShardOwners(shard, std::vector<int32_t>(8, 0), 0);
+  for (int i = 0; i < 4; ++i) {
+    const Slice b = one.runner->NextBatch();
+    EXPECT_EQ(one.runner->OwnPart(b).size(), b.size());
+    EXPECT_EQ(one.Step().loss, plain.Step().loss) << "step " << i;
+  }
 }
 
 TEST(StepRunnerTest, TheSameSpecTrainsBitwiseTheSameAndMicroBatchesAgree) {

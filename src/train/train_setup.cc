@@ -119,6 +119,7 @@ at::Tensor Scaled(at::Tensor x) {
 }  // namespace
 
 std::pair<at::Tensor, at::Tensor> TensorSet::Take(const at::Tensor& idx) const {
+  if (shards) shards->EnsureRows(idx);
   if (!tokens.defined()) return {Scaled(images.index_select(0, idx)), labels.index_select(0, idx)};
   at::Tensor pos = idx.mul(stride).unsqueeze(1) + at::arange(context + 1, at::kLong).unsqueeze(0);
   at::Tensor w = tokens.index_select(0, pos.flatten()).view({idx.size(0), context + 1});
@@ -126,6 +127,7 @@ std::pair<at::Tensor, at::Tensor> TensorSet::Take(const at::Tensor& idx) const {
 }
 
 std::pair<at::Tensor, at::Tensor> TensorSet::Range(int64_t begin, int64_t end) const {
+  if (shards) shards->EnsureRange(begin, end);
   if (!tokens.defined()) return {Scaled(images.slice(0, begin, end)), labels.slice(0, begin, end)};
   return Take(at::arange(begin, end, at::kLong));
 }
@@ -134,6 +136,11 @@ void TensorSet::Truncate(int64_t n) {
   if (n <= 0 || n >= size()) return;
   if (tokens.defined()) {
     tokens = tokens.slice(0, 0, (n - 1) * stride + context + 1).clone();
+    return;
+  }
+  if (shards) {  // the shards load into the whole tensor's rows
+    images = images.slice(0, 0, n);
+    labels = labels.slice(0, 0, n).clone();
     return;
   }
   images = images.slice(0, 0, n).clone();
@@ -172,10 +179,10 @@ void KeepActivationBuffersInHeap() {
   (void)done;
 }
 
-Result<TensorSet> LoadSplit(const TrainSpec& spec, Split split, int64_t limit) {
+Result<TensorSet> LoadSplit(const TrainSpec& spec, Split split, int64_t limit, bool sharded) {
   Result<TensorSet> set = [&]() -> Result<TensorSet> {
     if (spec.dataset == "tokens") return LoadTokenSplit(spec, split);
-    if (spec.dataset == "images") return LoadImageFolderSplit(spec, split);
+    if (spec.dataset == "images") return LoadImageFolderSplit(spec, split, sharded);
     if (spec.dataset == "csv") return LoadCsvSplit(spec, split);
     if (spec.dataset != "fashion-mnist") return LoadArraySplit(spec, split);
     SPOT_ASSIGN_OR_RETURN(ImageSet images, LoadFashionMnist(spec.dataset_path, split));

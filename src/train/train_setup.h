@@ -24,6 +24,8 @@
 
 namespace spot::train {
 
+class ImageShards;
+
 // A split's samples: images (or any float samples) [n, ...] with int64
 // labels [n]; or a token stream, whose samples are its windows: sample i is
 // the `context` tokens from offset i * stride, its labels the same window one
@@ -35,6 +37,9 @@ struct TensorSet {
   int64_t context = 0;
   int64_t stride = 0;
   std::optional<DataCacheStats> cache_stats;  // dataset.cache: what served the shards
+  // An image folder loaded shard by shard (LoadSplit's `sharded`): `images`
+  // is its tensor, whose rows Take and Range load first when not held.
+  std::shared_ptr<ImageShards> shards;
 
   int64_t size() const;
   // One sample's shape: [context] for a token stream.
@@ -42,7 +47,7 @@ struct TensorSet {
   // Samples and labels at positions `idx` (int64 [b]), or [begin, end).
   std::pair<at::Tensor, at::Tensor> Take(const at::Tensor& idx) const;
   std::pair<at::Tensor, at::Tensor> Range(int64_t begin, int64_t end) const;
-  // Keeps the first `n` samples.
+  // Keeps the first `n` samples (a sharded set: a view of them).
   void Truncate(int64_t n);
 };
 
@@ -53,8 +58,12 @@ at::ScalarType TorchTypeOf(const std::string& dtype);
 at::Tensor TensorFromHost(const HostArray& a);
 
 // Loads one split as tensors, keeping the first `limit` images (0 = all).
-// InvalidArgument names the spec's dataset.path.
-Result<TensorSet> LoadSplit(const TrainSpec& spec, Split split, int64_t limit);
+// InvalidArgument names the spec's dataset.path. `sharded`: an image folder
+// with dataset.cache on is not loaded now but shard by shard (TensorSet::
+// shards: the caller loads what it wants held, Take the rest on demand);
+// other data sets load whole.
+Result<TensorSet> LoadSplit(const TrainSpec& spec, Split split, int64_t limit,
+                            bool sharded = false);
 
 // The optimizer over all of the model's parameters, as one group.
 std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimizerSpec& o, Net& model);

@@ -11,8 +11,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 
 #include "apps/spot/e2e_support.h"
 #include "apps/spot/elastic_e2e_support.h"
@@ -177,12 +179,18 @@ TEST_F(DataTest, AReplacementMachineReadsTheDurableDataCacheAndResumesBitForBit)
 }
 
 // Three elastic workers on the image folder; one is killed with SIGKILL and
-// another joins: every sample of every epoch is trained on exactly once.
+// another joins: every sample of every epoch is trained on exactly once. The
+// images are held in 18 shards, each by one worker (rendezvous hashing of the
+// workers' ids): a worker trains only on its own shards' samples, the kill
+// moves only the lost worker's shards to the survivors, and the join moves
+// shards only to the newcomer.
 TEST_F(DataTest, ThreeWorkersOnAnImageFolderUseEverySampleOnceThroughAKillAndAJoin) {
-  const fs::path job =
-      WriteJob("el", ImageJob("el", 60,
-                              "distributed: {max_workers: 3, join_window_s: 60, liveness_ttl_s: 2, "
-                              "collective_timeout_s: 5}\n"));
+  std::string y = ImageJob("el", 60,
+                           "distributed: {max_workers: 3, join_window_s: 60, liveness_ttl_s: 2, "
+                           "collective_timeout_s: 5}\n");
+  const std::string ch = "  channels: 1\n";
+  y.insert(y.find(ch) + ch.size(), "  cache: {shard_size: 10}\n");
+  const fs::path job = WriteJob("el", y);
   ChildProcess store({SPOT_BIN, "rendezvous", "--port", "0"}, (dir_ / "store").string());
   const std::string url = testing::StartRendezvous(store, dir_ / "store.out");
   ASSERT_FALSE(url.empty()) << "spot rendezvous did not start";
@@ -210,13 +218,73 @@ TEST_F(DataTest, ThreeWorkersOnAnImageFolderUseEverySampleOnceThroughAKillAndAJo
   }
   while (testing::LastLoggedStep(steps) < 15) ::usleep(2000);
   ws[1]->Kill(SIGKILL);
-  EXPECT_EQ(ws[1]->Wait().term_signal, SIGKILL);
+  std::map<std::string, ProcessResult> done;
+  done["b"] = ws[1]->Wait();
+  EXPECT_EQ(done["b"].term_signal, SIGKILL);
   while (testing::LastLoggedStep(steps) < 25) ::usleep(2000);
   ws.push_back(std::make_unique<ChildProcess>(worker("d"), (dir_ / "d").string()));
-  for (int i : {0, 2, 3}) {
-    ProcessResult r = ws[i]->Wait(300);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (auto [i, id] : {std::pair{0, "a"}, {2, "c"}, {3, "d"}}) {
+    done[id] = ws[i]->Wait(300);
+    EXPECT_EQ(done[id].exit_code, 0) << done[id].err;
+    // Nothing read from another worker's shards.
+    EXPECT_NE(done[id].out.find(", 0 on demand"), std::string::npos) << done[id].out;
   }
+  // Each worker's shard lines: generation -> {owned, world, held already, loaded}.
+  struct Held {
+    int64_t owned = 0, world = 0, held = 0, loaded = 0;
+  };
+  std::map<std::string, std::map<int64_t, Held>> lines;
+  const std::regex line(
+      R"(generation (\d+): data shards: (\d+) of 18 are rank \d+ of (\d+)'s; (\d+) held already, (\d+) loaded)");
+  for (const auto& [id, r] : done) {
+    for (std::sregex_iterator m(r.err.begin(), r.err.end(), line), end; m != end; ++m) {
+      lines[id][std::stoll((*m)[1])] = {std::stoll((*m)[2]), std::stoll((*m)[3]),
+                                        std::stoll((*m)[4]), std::stoll((*m)[5])};
+    }
+  }
+  // Every generation whose members all logged their shards: each shard had one owner.
+  std::map<int64_t, std::pair<int64_t, int64_t>> by_generation;  // -> {members logged, owned}
+  std::map<int64_t, int64_t> world_of;
+  for (const auto& [id, gens] : lines) {
+    for (const auto& [g, h] : gens) {
+      by_generation[g].first += 1;
+      by_generation[g].second += h.owned;
+      world_of[g] = h.world;
+    }
+  }
+  int whole = 0;
+  for (const auto& [g, c] : by_generation) {
+    if (c.first != world_of[g]) continue;
+    ++whole;
+    EXPECT_EQ(c.second, 18) << "generation " << g;
+  }
+  EXPECT_GE(whole, 3) << "three, then two, then three again";
+  // A survivor keeps what it held and takes only what the lost worker held;
+  // after the join it loads nothing, and the newcomer loads only its own.
+  int64_t b_owned = -1;
+  for (const auto& [g, h] : lines["b"]) b_owned = h.owned;
+  ASSERT_GT(b_owned, 0);
+  int64_t taken_over = 0;
+  for (const char* id : {"a", "c"}) {
+    const Held* before = nullptr;
+    for (const auto& [g, h] : lines[id]) {
+      if (before != nullptr && h.world < before->world) {
+        EXPECT_EQ(h.held, before->owned) << id << ", generation " << g << ": kept its own";
+        taken_over += h.loaded;
+      }
+      if (before != nullptr && h.world > before->world) {
+        EXPECT_EQ(h.loaded, 0) << id << ", generation " << g << ": a join moved shards to it";
+        EXPECT_LE(h.owned, before->owned) << id << ", generation " << g;
+      }
+      before = &h;
+    }
+  }
+  EXPECT_GT(taken_over, 0);
+  EXPECT_LE(taken_over, b_owned) << "the survivors took more than the lost worker's shards";
+  ASSERT_FALSE(lines["d"].empty());
+  const Held& d = lines["d"].begin()->second;
+  EXPECT_EQ(d.held, 0);
+  EXPECT_EQ(d.loaded, d.owned);
   testing::ExpectEverySampleOnce(
       testing::ReadSampleLogs(testing::FilesEndingWith(dir_, ".samples.csv")),
       kClasses * kTrainPerClass, 60, 1);

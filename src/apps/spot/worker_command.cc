@@ -266,9 +266,12 @@ int RunWorkerCommand(const WorkerArgs& args) {
   fmt::print(
       "{}: {} done at step {} (took part in {} steps, {} generations, {} abandoned); "
       "rank {} of {}; test accuracy {:.2f}%; {:.0f} samples/s; {:.1f} MB of gradients "
-      "sent\n",
+      "sent{}\n",
       spec->name, tag, s.steps, s.steps_here, s.generations, s.abandoned_steps, s.final_rank,
-      s.final_world, s.test_accuracy * 100, s.samples_per_s, s.bytes_sent / 1e6);
+      s.final_world, s.test_accuracy * 100, s.samples_per_s, s.bytes_sent / 1e6,
+      s.shards > 0 ? fmt::format("; data shards: {} of {} held, {} loaded as its own, {} on demand",
+                                 s.shards_held, s.shards, s.shards_loaded, s.shards_on_demand)
+                   : "");
   return kExitOk;
 }
 
