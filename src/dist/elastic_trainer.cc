@@ -143,7 +143,7 @@ Status Worker::Init() {
   SPOT_RETURN_IF_ERROR(train::CheckDevice(spec_));  // before loading (and caching) any data
   counters_ = train::FreshCounters(spec_, train::PrepareProcess(spec_));
   SPOT_ASSIGN_OR_RETURN(train_, train::LoadSplit(spec_, train::Split::kTrain, spec_.train_limit,
-                                                 /*sharded=*/true));
+                                                 /*sharded=*/spec_.cache.hold == "own"));
   SPOT_ASSIGN_OR_RETURN(test_, train::LoadSplit(spec_, train::Split::kTest, spec_.test_limit));
   SPOT_ASSIGN_OR_RETURN(model_, train::BuildModel(spec_, train_.SampleShape()));
   SPOT_RETURN_IF_ERROR(train::CheckLossTargets(spec_, *model_, train_));

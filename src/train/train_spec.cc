@@ -292,6 +292,7 @@ void ReadDataCache(SpecReader& data, DataCacheSpec* c) {
   r.Int("memory_mb", &c->memory_mb, {.min = 0, .max = 1 << 20});
   r.String("local", &c->local);
   r.String("durable", &c->durable);
+  r.Enum("hold", &c->hold, {"whole", "own"});
   if (!c->local.empty() && c->local == c->durable) r.AddError("durable", "must differ from local");
 }
 

@@ -137,6 +137,13 @@ struct DataCacheSpec {
   // Durable tier; default: <checkpoint.durable_dir>/data-cache (none without
   // one); "none": no durable tier.
   std::string durable;
+  // What an elastic worker holds: "whole" loads the whole split at its start
+  // (every shard, from the nearest tier); "own" only the shards it owns in
+  // its generation (rendezvous hashing of the members' ids), training on
+  // their samples alone: 1/W of the memory and the load, and a membership
+  // change moves only the shards of the member that left or joined, at the
+  // price of parts of unequal size (docs/elastic.md). Ignored by one process.
+  std::string hold = "whole";
 };
 
 // One entry of `param_groups: {PREFIX: {lr_scale, frozen_until}}`: the

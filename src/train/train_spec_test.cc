@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <limits>
 
+#include "core/temp_dir.h"
 #include "train/step_runner.h"
 
 namespace spot::train {
@@ -44,6 +46,25 @@ std::string Why(const std::string& extra, const std::string& model = "model: mlp
   auto s = ParseTrainSpec(model + "batch_size: 8\nsteps: 10\noptimizer: {type: adam}\n" + extra,
                           "j.yaml");
   return s.ok() ? "" : s.status().message();
+}
+
+TEST(TrainSpecTest, AnElasticWorkerHoldsTheWholeImageFolderUnlessToldOwn) {
+  TempDir dir = TempDir::Create("spec_hold").value();
+  std::filesystem::create_directories(dir.path() / "train");
+  std::filesystem::create_directories(dir.path() / "test");
+  const std::string job = "model: cnn\nbatch_size: 8\nsteps: 10\noptimizer: {type: adam}\n";
+  const std::string d = dir.path().string();
+  auto dflt = ParseTrainSpec(job + "dataset: {name: images, path: " + d + "}\n", "j.yaml");
+  ASSERT_TRUE(dflt.ok()) << dflt.status().ToString();
+  EXPECT_EQ(dflt->cache.hold, "whole");
+  auto own = ParseTrainSpec(job + "dataset: {name: images, path: " + d + ", cache: {hold: own}}\n",
+                            "j.yaml");
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  EXPECT_EQ(own->cache.hold, "own");
+  const std::string bad =
+      Why("dataset: {name: images, path: " + d + ", cache: {hold: half}}\n", "model: cnn\n");
+  EXPECT_NE(bad.find("dataset.cache.hold"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("half"), std::string::npos) << bad;
 }
 
 TEST(TrainSpecTest, DurableMaxChainIsBounded) {

@@ -189,7 +189,7 @@ TEST_F(DataTest, ThreeWorkersOnAnImageFolderUseEverySampleOnceThroughAKillAndAJo
                            "distributed: {max_workers: 3, join_window_s: 60, liveness_ttl_s: 2, "
                            "collective_timeout_s: 5}\n");
   const std::string ch = "  channels: 1\n";
-  y.insert(y.find(ch) + ch.size(), "  cache: {shard_size: 10}\n");
+  y.insert(y.find(ch) + ch.size(), "  cache: {shard_size: 10, hold: own}\n");
   const fs::path job = WriteJob("el", y);
   ChildProcess store({SPOT_BIN, "rendezvous", "--port", "0"}, (dir_ / "store").string());
   const std::string url = testing::StartRendezvous(store, dir_ / "store.out");
