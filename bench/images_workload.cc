@@ -247,7 +247,8 @@ Result<std::string> ShardTable(const ImagesBenchOptions& o, const fs::path& root
       SPOT_ASSIGN_OR_RETURN(std::shared_ptr<train::ImageShards> set,
                             train::ImageShards::Open(spec, train::Split::kTrain));
       shards = set->shards();
-      const std::vector<int32_t> owners = train::ShardOwners(shards, members(w));
+      const std::vector<int32_t> owners =
+          train::ShardOwners(shards, train::ShardSlots(shards, 64), members(w));
       std::vector<int64_t> mine;
       for (int64_t s = 0; s < shards; ++s) {
         if (owners[static_cast<size_t>(s)] == 0) mine.push_back(s);
@@ -262,8 +263,9 @@ Result<std::string> ShardTable(const ImagesBenchOptions& o, const fs::path& root
     if (w == 1) whole = load;
     // Moves: the last member leaves; a new member joins.
     auto moved = [&](const std::vector<std::string>& from, const std::vector<std::string>& to) {
-      const std::vector<int32_t> a = train::ShardOwners(shards, from);
-      const std::vector<int32_t> b = train::ShardOwners(shards, to);
+      const int64_t slots = train::ShardSlots(shards, 64);
+      const std::vector<int32_t> a = train::ShardOwners(shards, slots, from);
+      const std::vector<int32_t> b = train::ShardOwners(shards, slots, to);
       int64_t n = 0;
       for (int64_t s = 0; s < shards; ++s) n += from[a[s]] != to[b[s]];
       return n;
@@ -275,55 +277,61 @@ Result<std::string> ShardTable(const ImagesBenchOptions& o, const fs::path& root
                   fmt::format("{} of {}", moved(members(w), members(w + 1)), shards)});
     raw += fmt::format("- {} worker(s): {}\n", w, FormatList(loads, 3));
   }
-  // The price: parts sized by the batch's draw of shards instead of equally;
-  // this folder, and a data set of a million samples in shards of 256.
-  Table parts(
-      {"samples", "shards", "batch", "workers", "largest part / equal part (mean)", "worst step"});
+  // The price: parts sized by each batch's draw of shards instead of
+  // equally; with the epoch's order a plain shuffle (EpochOrder), and dealt
+  // from the slots (SlotOrder, what hold: own trains on). This folder, and a
+  // data set of a million samples in shards of 256.
+  Table parts({"samples", "shards", "batch", "workers", "plain shuffle: mean", "worst",
+               "slots dealt: mean", "worst"});
   for (const auto& [n, shard, epochs] :
        {std::tuple<int64_t, int64_t, int64_t>{o.images, 32, 20}, {1000000, 256, 1}}) {
     for (int64_t b : {64, 256}) {
       for (int w : {2, 4, 8}) {
         const int64_t shards = (n + shard - 1) / shard;
-        const std::vector<int32_t> owners = train::ShardOwners(shards, members(w));
-        double sum = 0, worst = 0;
-        int64_t steps = 0;
-        for (int64_t epoch = 0; epoch < epochs; ++epoch) {
-          const std::vector<int64_t> order = train::EpochOrder(1, epoch, n);
-          for (int64_t begin = 0; begin + b <= n; begin += b) {
-            std::vector<int64_t> count(static_cast<size_t>(w), 0);
-            for (int64_t p = begin; p < begin + b; ++p) ++count[owners[order[p] / shard]];
-            const double equal = std::ceil(static_cast<double>(b) / w);
-            const double ratio =
-                static_cast<double>(*std::max_element(count.begin(), count.end())) / equal;
-            sum += ratio;
-            worst = std::max(worst, ratio);
-            ++steps;
+        const int64_t slots = train::ShardSlots(shards, b);
+        const std::vector<int32_t> owners = train::ShardOwners(shards, slots, members(w));
+        std::vector<std::string> row = {fmt::format("{}", n), fmt::format("{}", shards),
+                                        fmt::format("{}", b), fmt::format("{}", w)};
+        for (bool dealt : {false, true}) {
+          double sum = 0, worst = 0;
+          int64_t steps = 0;
+          for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+            const std::vector<int64_t> order = dealt ? train::SlotOrder(1, epoch, n, shard, slots)
+                                                     : train::EpochOrder(1, epoch, n);
+            for (int64_t begin = 0; begin + b <= n; begin += b) {
+              std::vector<int64_t> count(static_cast<size_t>(w), 0);
+              for (int64_t p = begin; p < begin + b; ++p) ++count[owners[order[p] / shard]];
+              const double equal = std::ceil(static_cast<double>(b) / w);
+              const double ratio =
+                  static_cast<double>(*std::max_element(count.begin(), count.end())) / equal;
+              sum += ratio;
+              worst = std::max(worst, ratio);
+              ++steps;
+            }
           }
+          row.push_back(fmt::format("{:.2f}x", sum / static_cast<double>(steps)));
+          row.push_back(fmt::format("{:.2f}x", worst));
         }
-        parts.AddRow({fmt::format("{}", n), fmt::format("{}", shards), fmt::format("{}", b),
-                      fmt::format("{}", w),
-                      fmt::format("{:.2f}x", sum / static_cast<double>(steps)),
-                      fmt::format("{:.2f}x", worst)});
+        parts.AddRow(row);
       }
     }
   }
   return fmt::format(
       "### Elastic workers holding the folder in shards\n\n"
       "The same folder at image_size 28, grey, shards of 32 images, 2 threads. Rank 0 of W "
-      "workers (ids worker-0..W-1) loads the shards it owns (train::ShardOwners, rendezvous "
-      "hashing), decoding them (local and durable tiers emptied first); the anchor is one "
-      "worker loading the whole set, what every worker did before. Median of {} each. "
-      "\"Moved\": shards whose owner changes when worker-(W-1) leaves, or worker-W joins (by "
-      "rendezvous hashing, only the leaver's, or the joiner's share).\n\n{}\nAll loads "
+      "workers (ids worker-0..W-1) loads the shards it owns (train::ShardOwners: the shards' "
+      "slots for batches of 64, rendezvous hashing with bounded loads), decoding them (local "
+      "and durable tiers emptied first); the anchor is one worker loading the whole set, what "
+      "every worker does with hold: whole. Median of {} each. \"Moved\": shards whose owner "
+      "changes when worker-(W-1) leaves, or worker-W joins.\n\n{}\nAll loads "
       "(seconds):\n{}\n"
       "The price of training each rank on its own shards: a step's parts follow the batch's "
-      "draw of shards instead of being equal, and the step waits for the largest. Over 20 "
-      "epochs of this folder and one of a million samples (train::EpochOrder, seed 1; the "
-      "members as above), each batch's largest part against "
-      "the equal split's (ceil(B/W)); the step's compute grows by about that ratio when "
-      "compute dominates. Two parts to it: the members' shares of the shards (binomial: "
-      "uneven when shards are few per member, as in this folder's 63) and each batch's draw "
-      "(the rest; a million samples in 3,907 shards over 1 epoch shows it alone).\n\n{}",
+      "draw of shards instead of being equal, and the step waits for the largest. Each "
+      "batch's largest part against the equal split's (ceil(B/W)), over 20 epochs of this "
+      "folder and one of a million samples (seed 1; the members as above, the owners of "
+      "the slots for that batch size): with the epoch's order a plain shuffle, and dealt "
+      "from the slots as hold: own trains (each slot's samples spread evenly over the "
+      "epoch). The step's compute grows by about the ratio when compute dominates.\n\n{}",
       o.repeats, table.ToMarkdown(), raw, parts.ToMarkdown());
 }
 

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -287,7 +288,9 @@ Status Worker::HoldShards(const Generation& g) {
   train::ImageShards& shards = *train_.shards;
   std::vector<std::string> ids;
   for (const MemberInfo& m : g.members) ids.push_back(m.id);
-  std::vector<int32_t> owners = train::ShardOwners(shards.shards(), ids);
+  const int64_t slots = runner_->shard_slots();
+  std::vector<int32_t> owners = train::ShardOwners(shards.shards(), slots, ids);
+  const auto my_slots = std::count(owners.begin(), owners.begin() + slots, g.rank);
   std::vector<int64_t> mine;
   int64_t held = 0;
   for (int64_t s = 0; s < shards.shards(); ++s) {
@@ -319,9 +322,9 @@ Status Worker::HoldShards(const Generation& g) {
     }
   }
   spdlog::info(
-      "generation {}: data shards: {} of {} are rank {} of {}'s; {} held already, {} loaded{} "
-      "({:.2f} s)",
-      g.number, mine.size(), shards.shards(), g.rank, g.world_size(), held, loaded,
+      "generation {}: data shards: {} of {} ({} of {} slots) are rank {} of {}'s; {} held "
+      "already, {} loaded{} ({:.2f} s)",
+      g.number, mine.size(), shards.shards(), my_slots, slots, g.rank, g.world_size(), held, loaded,
       from.empty() ? "" : " (" + from + ")", Seconds(t0, Clock::now()));
   // With distributed.balance the parts follow the workers' speeds instead,
   // and a part takes what it lacks from other ranks' shards.

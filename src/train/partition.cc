@@ -72,22 +72,41 @@ std::vector<double> WeightsFromThroughput(const std::vector<double>& samples_per
   return w;
 }
 
-std::vector<int32_t> ShardOwners(int64_t shards, const std::vector<std::string>& members) {
-  std::vector<int32_t> owners(static_cast<size_t>(std::max<int64_t>(0, shards)), 0);
-  for (int64_t s = 0; s < shards; ++s) {
-    uint64_t best = 0;
+int64_t ShardSlots(int64_t shards, int64_t batch_size) {
+  return std::max<int64_t>(1, std::min(shards, batch_size));
+}
+
+std::vector<int32_t> SlotOwners(int64_t slots, const std::vector<std::string>& members) {
+  const auto w = static_cast<int64_t>(members.size());
+  const int64_t cap = (slots + w - 1) / w;
+  std::vector<int64_t> load(members.size(), 0);
+  std::vector<int32_t> owners(static_cast<size_t>(std::max<int64_t>(0, slots)), 0);
+  for (int64_t s = 0; s < slots; ++s) {
+    int best = -1;
+    uint64_t best_score = 0;
     for (size_t m = 0; m < members.size(); ++m) {
+      if (load[m] >= cap) continue;
       const uint64_t score =
           XXH3_64bits_withSeed(members[m].data(), members[m].size(), static_cast<uint64_t>(s));
       // Ties (vanishingly rare) go to the smaller id, so the order of
       // `members` never matters.
-      if (m == 0 || score > best ||
-          (score == best && members[m] < members[static_cast<size_t>(owners[s])])) {
-        best = score;
-        owners[s] = static_cast<int32_t>(m);
+      if (best < 0 || score > best_score ||
+          (score == best_score && members[m] < members[static_cast<size_t>(best)])) {
+        best = static_cast<int>(m);
+        best_score = score;
       }
     }
+    owners[static_cast<size_t>(s)] = best;
+    ++load[static_cast<size_t>(best)];
   }
+  return owners;
+}
+
+std::vector<int32_t> ShardOwners(int64_t shards, int64_t slots,
+                                 const std::vector<std::string>& members) {
+  const std::vector<int32_t> by_slot = SlotOwners(slots, members);
+  std::vector<int32_t> owners(static_cast<size_t>(std::max<int64_t>(0, shards)));
+  for (int64_t s = 0; s < shards; ++s) owners[s] = by_slot[static_cast<size_t>(s % slots)];
   return owners;
 }
 

@@ -38,16 +38,29 @@ std::vector<Slice> SplitBatch(Slice batch, const std::vector<double>& weights);
 std::vector<double> WeightsFromThroughput(const std::vector<double>& samples_per_s,
                                           double tolerance = 0.1);
 
-// Data held in shards by the replicas (an elastic worker's image folder,
-// loaded shard by shard): shard s belongs to the member whose id scores
-// highest for s (rendezvous, or highest-random-weight, hashing: Thaler and
-// Ravishankar 1998; the score is XXH3-64 of the id seeded by s). Every member
-// computes the same owners from the same ids, whatever their order. When a
-// member leaves, only its shards move, each to the member that scored next
-// highest; a member that joins takes about 1/(n+1) of the shards, each from
-// one other member. Returns the owner's index in `members` for every shard.
-// REQUIRES: members not empty, ids distinct.
-std::vector<int32_t> ShardOwners(int64_t shards, const std::vector<std::string>& members);
+// Data held in shards by the replicas (dataset.cache.hold: own): the shards
+// are dealt into slots (SlotOrder, sampler.h), and each slot has one owner
+// among the members of a generation, by rendezvous (highest-random-weight)
+// hashing with bounded loads (Thaler and Ravishankar 1998; Mirrokni, Thorup
+// and Zadimoghaddam 2018): slot j goes to the member whose id scores highest
+// for j (XXH3-64 of the id seeded by j) among those holding fewer than
+// ceil(slots / members) slots, slots taken in order. Every member computes
+// the same owners from the same ids, whatever their order; no member holds
+// more than ceil(slots / members) (the least possible largest share, which a
+// step waits for); a member leaving or joining moves its share of the slots
+// and, through the bound, a few more (measured by
+// `spot_bench --workloads images`).
+
+// The slots of a data set of `shards` shards trained in batches of
+// `batch_size` samples: min(shards, batch_size), at least 1, so every batch
+// holds a sample of every slot.
+int64_t ShardSlots(int64_t shards, int64_t batch_size);
+// The owner of every slot, as an index into `members`. REQUIRES: members not
+// empty, ids distinct.
+std::vector<int32_t> SlotOwners(int64_t slots, const std::vector<std::string>& members);
+// The owner of every shard: that of its slot (s mod slots).
+std::vector<int32_t> ShardOwners(int64_t shards, int64_t slots,
+                                 const std::vector<std::string>& members);
 
 // Reorders the samples of each global batch of `order` (positions
 // [k*B, min(n, (k+1)*B)), B = batch_size) by the owner of their shard

@@ -91,38 +91,55 @@ TEST(PartitionTest, WeightsFromThroughputFillsUnknownAndIgnoresNoise) {
   EXPECT_EQ(WeightsFromThroughput({1000, 0, 3000}), (std::vector<double>{1000, 2000, 3000}));
 }
 
-// Rendezvous hashing: a leaving member's shards, and only those, move; a
-// joining member takes shards only for itself; ownership is about even and
-// does not depend on the order of the members.
-TEST(PartitionTest, ShardOwnersMoveOnlyTheShardsOfTheMemberThatChanged) {
-  const int64_t shards = 4000;
-  const std::vector<std::string> abc = {"a", "b", "c"}, ac = {"a", "c"},
-                                 abcd = {"a", "b", "c", "d"}, cab = {"c", "a", "b"};
-  const std::vector<int32_t> three = ShardOwners(shards, abc);
-  std::vector<int64_t> count(3, 0);
-  for (int32_t o : three) ++count[o];
-  for (int64_t c : count) EXPECT_NEAR(c, shards / 3, shards / 20);  // within 5% of even
-
-  const std::vector<int32_t> left = ShardOwners(shards, ac);  // b left
-  const std::vector<int32_t> joined = ShardOwners(shards, abcd);
-  const std::vector<int32_t> shuffled = ShardOwners(shards, cab);
-  int64_t moved_left = 0, moved_joined = 0;
-  for (int64_t s = 0; s < shards; ++s) {
-    const std::string before = abc[three[s]];
-    EXPECT_EQ(cab[shuffled[s]], before) << "shard " << s;
-    if (ac[left[s]] != before) {
-      ++moved_left;
-      EXPECT_EQ(before, "b") << "shard " << s << " moved though its owner stayed";
-    }
-    if (abcd[joined[s]] != before) {
-      ++moved_joined;
-      EXPECT_EQ(abcd[joined[s]], "d") << "shard " << s << " moved between the old members";
+// Rendezvous hashing with bounded loads: no member holds more than
+// ceil(slots / members), the owners do not depend on the members' order, and
+// a member leaving or joining moves its share and only a few slots more.
+TEST(PartitionTest, SlotOwnersAreBalancedAndMoveLittleWhenAMemberLeavesOrJoins) {
+  for (int64_t slots : {16, 64, 256, 1024}) {
+    for (int w = 1; w <= 8; ++w) {
+      std::vector<std::string> ids, shuffled;
+      for (int i = 0; i < w; ++i) ids.push_back("worker-" + std::to_string(i));
+      shuffled = ids;
+      std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(w));
+      const std::vector<int32_t> owners = SlotOwners(slots, ids);
+      const std::vector<int32_t> again = SlotOwners(slots, shuffled);
+      std::vector<int64_t> count(w, 0);
+      for (int64_t s = 0; s < slots; ++s) {
+        ++count[owners[s]];
+        ASSERT_EQ(ids[owners[s]], shuffled[again[s]]) << slots << " slots, slot " << s;
+      }
+      // The largest share, which a step waits for, is the least possible.
+      EXPECT_EQ(*std::max_element(count.begin(), count.end()), (slots + w - 1) / w)
+          << slots << " slots, " << w << " members";
+      std::vector<std::string> joined = ids;
+      joined.push_back("newcomer");
+      const std::vector<int32_t> after_join = SlotOwners(slots, joined);
+      int64_t moved_join = 0, to_newcomer = 0;
+      for (int64_t s = 0; s < slots; ++s) {
+        moved_join += joined[after_join[s]] != ids[owners[s]];
+        to_newcomer += joined[after_join[s]] == "newcomer";
+      }
+      EXPECT_GE(moved_join, to_newcomer);
+      // Measured bound: at most twice a share, and two more.
+      EXPECT_LE(moved_join, 2 * ((slots + w) / (w + 1)) + 2)
+          << slots << " slots, " << w << " members";
+      if (w == 1) continue;
+      const std::vector<std::string> left(ids.begin(), ids.end() - 1);
+      const std::vector<int32_t> after_leave = SlotOwners(slots, left);
+      int64_t moved_leave = 0;
+      for (int64_t s = 0; s < slots; ++s) moved_leave += left[after_leave[s]] != ids[owners[s]];
+      EXPECT_GE(moved_leave, count[w - 1]);
+      EXPECT_LE(moved_leave, 2 * ((slots + w - 1) / w) + 2)
+          << slots << " slots, " << w << " members";
     }
   }
-  EXPECT_EQ(moved_left, count[1]);
-  EXPECT_NEAR(moved_joined, shards / 4, shards / 20);
-  EXPECT_EQ(ShardOwners(shards, {"solo"}), std::vector<int32_t>(shards, 0));
-  EXPECT_TRUE(ShardOwners(0, abc).empty());
+  EXPECT_EQ(SlotOwners(5, {"solo"}), std::vector<int32_t>(5, 0));
+  EXPECT_EQ(ShardSlots(18, 16), 16);
+  EXPECT_EQ(ShardSlots(3, 16), 3);
+  EXPECT_EQ(ShardSlots(0, 16), 1);
+  const std::vector<int32_t> by_slot = SlotOwners(4, {"a", "b"});
+  const std::vector<int32_t> by_shard = ShardOwners(10, 4, {"a", "b"});
+  for (int64_t s = 0; s < 10; ++s) EXPECT_EQ(by_shard[s], by_slot[s % 4]) << "shard " << s;
 }
 
 // Arranging keeps each batch's samples (every sample once per epoch), orders
@@ -133,7 +150,7 @@ TEST(PartitionTest, ArrangeByOwnerKeepsEveryBatchAndGroupsItsSamplesByOwner) {
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), std::mt19937(7));
   const std::vector<std::string> members = {"w0", "w1", "w2"};
-  const std::vector<int32_t> owners = ShardOwners((n + shard - 1) / shard, members);
+  const std::vector<int32_t> owners = ShardOwners((n + shard - 1) / shard, 16, members);
   std::vector<int64_t> arranged = order;
   ArrangeByOwner(arranged, b, shard, owners);
   int64_t own = 0, total = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <map>
+#include <queue>
 #include <tuple>
 #include <utility>
 
@@ -51,6 +52,50 @@ std::vector<int64_t> ClassOrder(uint64_t seed, int64_t epoch, const std::vector<
   out.reserve(slots.size());
   for (const auto& slot : slots) out.push_back(std::get<2>(slot));
   return out;
+}
+
+std::vector<int64_t> SlotOrder(uint64_t seed, int64_t epoch, int64_t n, int64_t shard_size,
+                               int64_t slots) {
+  const int64_t shards = (n + shard_size - 1) / shard_size;
+  std::vector<std::vector<int64_t>> slot(static_cast<size_t>(slots));
+  for (int64_t s = 0; s < shards; ++s) {
+    std::vector<int64_t>& rows = slot[static_cast<size_t>(s % slots)];
+    for (int64_t i = s * shard_size; i < std::min(n, (s + 1) * shard_size); ++i) rows.push_back(i);
+  }
+  for (int64_t j = 0; j < slots; ++j) {
+    std::vector<int64_t>& rows = slot[static_cast<size_t>(j)];
+    SplitMix64 mix(seed ^ (static_cast<uint64_t>(j) * 0x9E3779B97F4A7C15ULL));
+    const std::vector<int64_t> perm =
+        EpochOrder(mix.Next(), epoch, static_cast<int64_t>(rows.size()));
+    std::vector<int64_t> shuffled(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) shuffled[i] = rows[static_cast<size_t>(perm[i])];
+    rows = std::move(shuffled);
+  }
+  // Slot j's i-th sample goes at fraction (2i + 1) / (2 n_j) of the epoch:
+  // merged by that key (compared exactly), ties to the lower slot.
+  struct Next {
+    int64_t slot, i, size;
+    // a's key after b's: (2 a.i + 1) / a.size > (2 b.i + 1) / b.size
+    bool operator<(const Next& b) const {
+      const auto l = static_cast<__int128>(2 * i + 1) * b.size;
+      const auto r = static_cast<__int128>(2 * b.i + 1) * size;
+      return l != r ? l > r : slot > b.slot;
+    }
+  };
+  std::priority_queue<Next> next;
+  for (int64_t j = 0; j < slots; ++j) {
+    const auto size = static_cast<int64_t>(slot[static_cast<size_t>(j)].size());
+    if (size > 0) next.push({j, 0, size});
+  }
+  std::vector<int64_t> order;
+  order.reserve(static_cast<size_t>(n));
+  while (!next.empty()) {
+    Next x = next.top();
+    next.pop();
+    order.push_back(slot[static_cast<size_t>(x.slot)][static_cast<size_t>(x.i)]);
+    if (++x.i < x.size) next.push(x);
+  }
+  return order;
 }
 
 }  // namespace spot::train

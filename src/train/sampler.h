@@ -49,4 +49,18 @@ std::vector<int64_t> EpochOrder(uint64_t seed, int64_t epoch, int64_t n);
 std::vector<int64_t> ClassOrder(uint64_t seed, int64_t epoch, const std::vector<int64_t>& labels,
                                 bool balanced);
 
+// The order of an epoch whose samples are held in shards by the replicas
+// (dataset.cache.hold: own). The data set's shards of `shard_size` samples
+// (rows in file order) are dealt into `slots` slots (shard s into slot
+// s mod slots); each slot's samples are shuffled (EpochOrder of a seed drawn
+// from seed and slot, and epoch) and spread evenly over the epoch: slot j's
+// i-th sample of n_j goes at fraction (2i + 1) / (2 n_j), ties to the lower
+// slot (slots of one size deal round robin). Any B consecutive positions
+// then hold about B * n_j / n samples of slot j (within one), so a replica
+// that owns some slots (train::ShardOwners) gets about their share of every
+// batch, whatever the draw, to the epoch's end. The order depends on neither
+// the world nor the members. REQUIRES: shard_size >= 1, slots >= 1.
+std::vector<int64_t> SlotOrder(uint64_t seed, int64_t epoch, int64_t n, int64_t shard_size,
+                               int64_t slots);
+
 }  // namespace spot::train

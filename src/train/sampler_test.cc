@@ -75,5 +75,34 @@ TEST(SamplerTest, BalancedOrdersGiveEachClassAnEqualShare) {
   }
 }
 
+// Shards dealt into slots: a permutation, the same for a seed and epoch,
+// reshuffled each epoch, and every batch holds every slot in proportion to
+// its size, to the epoch's end.
+TEST(SamplerTest, SlotOrdersDealEveryBatchFromEverySlotInProportion) {
+  // 101 shards of 10 (the last of 3) in 5 slots: slot 0 has 203 samples, the others 200.
+  const int64_t n = 1003, shard = 10, slots = 5;
+  const std::vector<int64_t> o = SlotOrder(3, 0, n, shard, slots);
+  ASSERT_EQ(o.size(), static_cast<size_t>(n));
+  EXPECT_EQ(o, SlotOrder(3, 0, n, shard, slots));
+  EXPECT_NE(o, SlotOrder(3, 1, n, shard, slots));
+  EXPECT_NE(o, SlotOrder(4, 0, n, shard, slots));
+  for (int64_t b = 0; b * 10 < n; ++b) {
+    std::vector<int> count(slots, 0);
+    const int64_t end = std::min(n, (b + 1) * 10);
+    for (int64_t p = b * 10; p < end; ++p) ++count[(o[p] / shard) % slots];
+    for (int j = 0; j < slots; ++j) {
+      EXPECT_GE(count[j], end - b * 10 == 10 ? 1 : 0) << "batch " << b << ", slot " << j;
+      EXPECT_LE(count[j], 3) << "batch " << b << ", slot " << j;
+    }
+  }
+  // Slots of one size deal round robin.
+  const std::vector<int64_t> even = SlotOrder(3, 0, 1000, shard, slots);
+  for (int64_t p = 0; p < 1000; ++p) ASSERT_EQ((even[p] / shard) % slots, p % slots) << p;
+  std::vector<int64_t> sorted = o;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(sorted[i], i) << "a permutation";
+  EXPECT_EQ(SlotOrder(3, 0, 0, 10, 4).size(), 0u);
+}
+
 }  // namespace
 }  // namespace spot::train

@@ -12,6 +12,7 @@
 
 #include "train/augment.h"
 #include "train/batch_prefetcher.h"
+#include "train/folder_data.h"
 #include "train/layer_precision.h"
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
@@ -90,7 +91,9 @@ void StepRunner::EnsureOrder() {
   if (order_epoch_ == epoch) return;
   const auto seed = static_cast<uint64_t>(spec_.seed);
   std::vector<int64_t> o;
-  if (spec_.sampling == "shuffle") {
+  if (data_.shards) {
+    o = SlotOrder(seed, epoch, data_.size(), data_.shards->shard_size(), shard_slots());
+  } else if (spec_.sampling == "shuffle") {
     o = EpochOrder(seed, epoch, data_.size());
   } else {
     const at::Tensor labels = data_.labels.contiguous();
@@ -159,6 +162,12 @@ void StepRunner::SetShardOwners(int64_t shard_size, std::vector<int32_t> owners,
   shard_owners_ = std::move(owners);
   own_rank_ = shard_owners_.empty() ? -1 : own_rank;
   Reset();
+}
+
+int64_t StepRunner::shard_slots() const {
+  if (!data_.shards) return 0;
+  const int64_t size = data_.shards->shard_size();
+  return ShardSlots((data_.size() + size - 1) / size, spec_.batch_size);
 }
 
 Slice StepRunner::OwnPart(Slice batch) {

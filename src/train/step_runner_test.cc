@@ -71,7 +71,7 @@ TEST(StepRunnerTest, BatchesCoverEachEpochOnceAndTheCountersFollow) {
 // parts tile the batch, and one owner of everything changes nothing.
 TEST(StepRunnerTest, PartsByShardOwnerTileEveryBatchWithEachRanksOwnSamples) {
   const int64_t shard = 5;  // 8 shards of the 40 samples
-  const std::vector<int32_t> owners = ShardOwners(8, {"x", "y"});
+  const std::vector<int32_t> owners = ShardOwners(8, 8, {"x", "y"});
   ASSERT_NE(std::count(owners.begin(), owners.end(), 0), 0);
   ASSERT_NE(std::count(owners.begin(), owners.end(), 1), 0);
   Replica r0(SmallSpec()), r1(SmallSpec());

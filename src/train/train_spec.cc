@@ -381,6 +381,10 @@ void ReadTrainSpecFields(SpecReader& top, TrainSpec* out) {
   if (s.sampling != "shuffle" && s.dataset == "tokens") {
     data.AddError("sampling", "needs class labels; token windows have none");
   }
+  if (s.sampling != "shuffle" && s.cache.hold == "own" && s.dataset == "images") {
+    data.AddError("sampling",
+                  "cache.hold: own deals each batch from the workers' shards; only shuffle");
+  }
   data.Int("train_limit", &s.train_limit, {.min = 0});
   data.Int("test_limit", &s.test_limit, {.min = 0});
   top.Int("batch_size", &s.batch_size, {.min = 1, .max = 60000}, /*required=*/true);

@@ -65,6 +65,10 @@ TEST(TrainSpecTest, AnElasticWorkerHoldsTheWholeImageFolderUnlessToldOwn) {
       Why("dataset: {name: images, path: " + d + ", cache: {hold: half}}\n", "model: cnn\n");
   EXPECT_NE(bad.find("dataset.cache.hold"), std::string::npos) << bad;
   EXPECT_NE(bad.find("half"), std::string::npos) << bad;
+  const std::string stratified =
+      Why("dataset: {name: images, path: " + d + ", cache: {hold: own}, sampling: stratified}\n",
+          "model: cnn\n");
+  EXPECT_NE(stratified.find("dataset.sampling: cache.hold: own"), std::string::npos) << stratified;
 }
 
 TEST(TrainSpecTest, DurableMaxChainIsBounded) {
