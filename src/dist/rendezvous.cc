@@ -170,13 +170,16 @@ Result<bool> Rendezvous::TryClose(const State& s, const std::string& raw) {
     if (live || m.id == id_) alive.push_back(m);
   }
   if (!CanClose(s, alive)) return false;
-  // Previous members first in their old order, then newcomers as they came.
+  // Previous members first in their old order, then newcomers in the order of
+  // their ids (not of their arrival, a race: a job started again with the
+  // same ids gets the same ranks, and the same mathematics).
   auto prev_pos = [&](const MemberInfo& m) {
     auto it = std::find(s.prev.begin(), s.prev.end(), m.id);
     return it == s.prev.end() ? s.prev.size() : static_cast<size_t>(it - s.prev.begin());
   };
-  std::stable_sort(alive.begin(), alive.end(), [&](const MemberInfo& a, const MemberInfo& b) {
-    return prev_pos(a) < prev_pos(b);
+  std::sort(alive.begin(), alive.end(), [&](const MemberInfo& a, const MemberInfo& b) {
+    const size_t pa = prev_pos(a), pb = prev_pos(b);
+    return pa != pb ? pa < pb : a.id < b.id;
   });
   if (static_cast<int>(alive.size()) > opt_.max_workers) alive.resize(opt_.max_workers);
   State closed = s;

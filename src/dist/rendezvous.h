@@ -17,7 +17,8 @@
 //     last_call has passed since the round opened (a live straggler that
 //     never re-joins cannot hold the job forever).
 // Ranks: previous members keep their relative order (rank 0 stays rank 0 if it
-// survives), newcomers follow in the order they joined.
+// survives), newcomers follow in the order of their ids (not of their
+// arrival, a race: a job started again with the same ids gets the same ranks).
 //
 // Thread safety: one Rendezvous per worker; Join/ShouldReform/Leave from one
 // thread. A background thread keeps this worker alive (Heartbeat every

@@ -84,7 +84,7 @@ TEST(RendezvousTest, FirstGenerationWaitsTheJoinWindowForMoreThanMin) {
   Result<Generation> g0 = first.get();
   ASSERT_TRUE(g0.ok());
   EXPECT_EQ(g0->world_size(), 3);
-  EXPECT_EQ(g0->rank, 0);  // joined first
+  EXPECT_EQ(g0->rank, 0);  // the smallest id (and the first to join)
   EXPECT_EQ(rest[0].number, 1);
 }
 

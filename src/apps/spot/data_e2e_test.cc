@@ -180,6 +180,50 @@ TEST_F(DataTest, AReplacementMachineReadsTheDurableDataCacheAndResumesBitForBit)
   for (int64_t s = 1; s <= 30; ++s) EXPECT_EQ(b.at(s), a.at(s)) << "step " << s;
 }
 
+// Two elastic workers holding their own shards, both killed with SIGKILL and
+// started again, resume bit for bit: the order (dealt from the shards' slots)
+// and the owners (from the workers' ids) are the same after the resume.
+TEST_F(DataTest, TwoWorkersHoldingTheirOwnShardsResumeBitForBit) {
+  auto job = [&](const std::string& name) {
+    std::string y = ImageJob(name, 30, "distributed: {max_workers: 2, join_window_s: 60}\n");
+    const std::string ch = "  channels: 1\n";
+    y.insert(y.find(ch) + ch.size(), "  cache: {shard_size: 12, hold: own}\n");
+    return WriteJob(name, y);
+  };
+  auto args = [&](const std::string& name, const std::string& logs) {
+    return std::vector<std::string>{SPOT_BIN,
+                                    "train",
+                                    job(name).string(),
+                                    "--nproc",
+                                    "2",
+                                    "--plain",
+                                    "--step-log",
+                                    (dir_ / (name + ".csv")).string(),
+                                    "--log-dir",
+                                    (dir_ / logs).string()};
+  };
+  ProcessResult ref = testing::RunProcess(args("oref", "oref_logs"), (dir_ / "oref").string());
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  {
+    ChildProcess p(args("ocut", "ocut_logs_a"), (dir_ / "ocut_a").string());
+    while (p.Running() && testing::LastLoggedStep(dir_ / "ocut.csv") < 14) ::usleep(500);
+    for (const auto& e :
+         testing::ReadEvents(testing::FilesEndingWith(dir_ / "ocut_logs_a", ".events.jsonl"))) {
+      ::kill(e["pid"].get<int>(), SIGKILL);  // both workers at once
+    }
+    p.Wait(60);
+  }
+  ASSERT_LT(testing::LastLoggedStep(dir_ / "ocut.csv"), 30) << "killed mid-run";
+  ProcessResult resumed =
+      testing::RunProcess(args("ocut", "ocut_logs_b"), (dir_ / "ocut_b").string());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("resuming from checkpoint"), std::string::npos) << resumed.err;
+  const StepLog a = ReadStepLog(dir_ / "oref.csv"), b = ReadStepLog(dir_ / "ocut.csv");
+  ASSERT_EQ(a.size(), 30u);
+  ASSERT_EQ(b.size(), 30u);
+  for (int64_t s = 1; s <= 30; ++s) EXPECT_EQ(b.at(s), a.at(s)) << "step " << s;
+}
+
 // Three elastic workers on the image folder; one is killed with SIGKILL and
 // another joins: every sample of every epoch is trained on exactly once. The
 // images are held in 15 shards, each by one worker (rendezvous hashing of the
