@@ -145,14 +145,20 @@ std::string PrefetchTable(const ImagesBenchOptions& o, const fs::path& root) {
       o.repeats, table.ToMarkdown(), raw);
 }
 
-// The cache table: each case's load of the train split (in this process) and
-// time to the first step (a `spot train` process), median of `repeats`.
-Result<std::string> CacheTable(const ImagesBenchOptions& o, const fs::path& root) {
+// The folder as the cache and shard tables load it: 28 x 28, grey.
+train::TrainSpec GreySpec(const fs::path& root) {
   train::TrainSpec spec;
   spec.dataset = "images";
   spec.dataset_path = root.string();
   spec.image_size = 28;
   spec.channels = 1;
+  return spec;
+}
+
+// The cache table: each case's load of the train split (in this process) and
+// time to the first step (a `spot train` process), median of `repeats`.
+Result<std::string> CacheTable(const ImagesBenchOptions& o, const fs::path& root) {
+  train::TrainSpec spec = GreySpec(root);
   at::set_num_threads(2);
   struct Case {
     const char* name;
@@ -213,13 +219,10 @@ Result<std::string> CacheTable(const ImagesBenchOptions& o, const fs::path& root
 }
 
 // Elastic workers holding the folder shard by shard (train::ImageShards,
-// owners by train::ShardOwners) against every worker loading it whole.
+// owners by train::ShardOwners) against every worker loading it whole, and
+// the parts' sizes a step waits for.
 Result<std::string> ShardTable(const ImagesBenchOptions& o, const fs::path& root) {
-  train::TrainSpec spec;
-  spec.dataset = "images";
-  spec.dataset_path = root.string();
-  spec.image_size = 28;
-  spec.channels = 1;
+  train::TrainSpec spec = GreySpec(root);
   spec.cache.shard_size = 32;
   const fs::path local = fs::path(o.work_dir) / "shards-local";
   const fs::path durable = fs::path(o.work_dir) / "shards-durable";

@@ -288,12 +288,14 @@ Status Worker::HoldShards(const Generation& g) {
   train::ImageShards& shards = *train_.shards;
   std::vector<std::string> ids;
   for (const MemberInfo& m : g.members) ids.push_back(m.id);
+  // The shards of the samples trained on (train_limit may leave some out).
+  const int64_t count = (train_.size() + shards.shard_size() - 1) / shards.shard_size();
   const int64_t slots = runner_->shard_slots();
-  std::vector<int32_t> owners = train::ShardOwners(shards.shards(), slots, ids);
+  std::vector<int32_t> owners = train::ShardOwners(count, slots, ids);
   const auto my_slots = std::count(owners.begin(), owners.begin() + slots, g.rank);
   std::vector<int64_t> mine;
   int64_t held = 0;
-  for (int64_t s = 0; s < shards.shards(); ++s) {
+  for (int64_t s = 0; s < count; ++s) {
     if (owners[static_cast<size_t>(s)] != g.rank) continue;
     mine.push_back(s);
     held += shards.Holds(s);
@@ -324,7 +326,7 @@ Status Worker::HoldShards(const Generation& g) {
   spdlog::info(
       "generation {}: data shards: {} of {} ({} of {} slots) are rank {} of {}'s; {} held "
       "already, {} loaded{} ({:.2f} s)",
-      g.number, mine.size(), shards.shards(), my_slots, slots, g.rank, g.world_size(), held, loaded,
+      g.number, mine.size(), count, my_slots, slots, g.rank, g.world_size(), held, loaded,
       from.empty() ? "" : " (" + from + ")", Seconds(t0, Clock::now()));
   // With distributed.balance the parts follow the workers' speeds instead,
   // and a part takes what it lacks from other ranks' shards.
@@ -666,7 +668,8 @@ Result<WorkerSummary> Worker::Run() {
   summary_.steps = counters_.step;
   summary_.samples_per_s = rate_;
   if (train_.shards) {
-    summary_.shards = train_.shards->shards();
+    summary_.shards =
+        (train_.size() + train_.shards->shard_size() - 1) / train_.shards->shard_size();
     summary_.shards_held = train_.shards->held();
     summary_.shards_on_demand += summary_.shards_held - shards_counted_;
   }
