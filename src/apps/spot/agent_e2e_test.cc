@@ -140,13 +140,15 @@ TEST_F(AgentTest, ARankZeroThatLeavesBeforeStartingSendsTheOthersBackToTheRendez
   auto kv = dist::NewEtcdKvStore(eo);
   ASSERT_TRUE(kv.ok()) << kv.status().ToString();
   dist::Rendezvous first(kv->get(), {.job = "gang/agent", .min_workers = 2, .max_workers = 2},
-                         "i-0first");
+                         "i-0000first");
   Result<dist::Generation> g = InternalError("not joined");
-  std::thread joining([&] { g = first.Join({.id = "i-0first"}); });
-  // Joined first, so rank 0 (members in the order they came).
+  std::thread joining([&] { g = first.Join({.id = "i-0000first"}); });
+  // Its id sorts before the agent's (i-0agent), so rank 0 (newcomers in the
+  // order of their ids).
   for (int i = 0; i < 500; ++i) {
     auto state = (*kv)->Get("gang/agent/rdzv/state");
-    if (state.ok() && state->has_value() && (*state)->find("i-0first") != std::string::npos) break;
+    if (state.ok() && state->has_value() && (*state)->find("i-0000first") != std::string::npos)
+      break;
     ::usleep(10000);
   }
   auto agent =
