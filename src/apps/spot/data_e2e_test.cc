@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -285,9 +286,13 @@ TEST_F(DataTest, ThreeWorkersOnAnImageFolderUseEverySampleOnceThroughAKillAndAJo
       R"(generation (\d+): data shards: (\d+) of 15 \((\d+) of 15 slots\) are rank \d+ of (\d+)'s; (\d+) held already, (\d+) loaded)");
   for (const auto& [id, r] : done) {
     for (std::sregex_iterator m(r.err.begin(), r.err.end(), line), end; m != end; ++m) {
-      lines[id][std::stoll((*m)[1])] = {std::stoll((*m)[2]), std::stoll((*m)[3]),
-                                        std::stoll((*m)[4]), std::stoll((*m)[5]),
-                                        std::stoll((*m)[6])};
+      auto at = [&](int k) {  // the regex matched digits: no error to handle
+        int64_t v = 0;
+        const std::string text = (*m)[k].str();
+        std::from_chars(text.data(), text.data() + text.size(), v);
+        return v;
+      };
+      lines[id][at(1)] = {at(2), at(3), at(4), at(5), at(6)};
     }
   }
   // Every generation whose members all logged their shards: each shard and
