@@ -477,7 +477,8 @@ TEST_F(ElasticTest, ADivergedLossRollsBackEveryWorkerTogether) {
 // save can hold the last step; its flush is allowed 2 s.
 TEST_F(ElasticTest, AStopWhileAPeerLeavesSavesTheLastStepOnAStarvedCpu) {
   fs::path out = dir_ / "run";
-  std::string yaml = ElasticJobYaml(out, 20, 3200, "");
+  // The first generation waits for both workers, however slowly they start.
+  std::string yaml = ElasticJobYaml(out, 20, 3200, "  max_workers: 2\n  join_window_s: 60\n");
   auto at = yaml.find("interval_steps: 50");
   ASSERT_NE(at, std::string::npos);
   yaml.replace(at, std::string("interval_steps: 50").size(),
@@ -489,13 +490,20 @@ TEST_F(ElasticTest, AStopWhileAPeerLeavesSavesTheLastStepOnAStarvedCpu) {
                       steps.string(), "--log-dir", logs.string()},
                      (dir_ / "train").string());
   ASSERT_TRUE(WaitForStep(steps, 40));
-  // Rank of each worker in the newest generation.
+  // Rank of each worker in the newest generation, once it holds both (on a
+  // loaded machine the second worker may start after the first generation
+  // formed without it; it joins the next).
   std::map<int, int> pid_of_rank;
   int64_t newest = -1;
-  for (const json& e : ReadEvents(FilesEndingWith(logs, ".events.jsonl"))) {
-    if (e["generation"].get<int64_t>() > newest) pid_of_rank.clear();
-    newest = std::max(newest, e["generation"].get<int64_t>());
-    if (e["generation"].get<int64_t>() == newest) pid_of_rank[e["rank"]] = e["pid"];
+  for (int i = 0; i < 6000 && pid_of_rank.size() < 2; ++i) {
+    if (i > 0) ::usleep(10000);
+    pid_of_rank.clear();
+    newest = -1;
+    for (const json& e : ReadEvents(FilesEndingWith(logs, ".events.jsonl"))) {
+      if (e["generation"].get<int64_t>() > newest) pid_of_rank.clear();
+      newest = std::max(newest, e["generation"].get<int64_t>());
+      if (e["generation"].get<int64_t>() == newest) pid_of_rank[e["rank"]] = e["pid"];
+    }
   }
   ASSERT_EQ(pid_of_rank.size(), 2u);
   // Six busy loops against two workers (the CI machine has 2 cores).
