@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <tuple>
@@ -67,13 +68,16 @@ Status WriteImages(const ImagesBenchOptions& o, const fs::path& root) {
 
 // Writes `job` as <dir>/job.yaml and runs `spot train` on it on a quiet
 // machine: its wall seconds, or -1 when it fails.
-double RunJob(const ImagesBenchOptions& o, const fs::path& dir, const std::string& job) {
+double RunJob(const ImagesBenchOptions& o, const fs::path& dir, const std::string& job,
+              const std::vector<std::string>& extra = {}) {
   fs::create_directories(dir);
   const std::string file = (dir / "job.yaml").string();
   if (!WriteFileAtomically(file, job).ok()) return -1;
   WaitForQuiet(0.25, 60);
   const auto t0 = std::chrono::steady_clock::now();
-  Proc p({o.spot_bin, "train", file}, (dir / "log.txt").string());
+  std::vector<std::string> argv = {o.spot_bin, "train", file};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  Proc p(argv, (dir / "log.txt").string());
   if (!p.started() || p.Wait(600) != 0) return -1;
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -319,23 +323,62 @@ Result<std::string> ShardTable(const ImagesBenchOptions& o, const fs::path& root
       }
     }
   }
+  // A whole run: two workers (`spot train --nproc 2`) from fresh caches, so
+  // each decodes what it holds, then trains; alternating, median of repeats.
+  std::string runs;
+  if (!o.spot_bin.empty()) {
+    Table run({"hold", "wall s (2 workers, 4 epochs)", "vs whole"});
+    std::map<std::string, std::vector<double>> walls;
+    int index = 0;
+    for (int r = 0; r < o.repeats; ++r) {
+      for (const char* hold : {"whole", "own"}) {
+        Progress(fmt::format("images: 2 workers, hold {}, round {} of {}", hold, r + 1, o.repeats));
+        const fs::path dir = fs::path(o.work_dir) / "images-hold" / std::to_string(index++);
+        walls[hold].push_back(RunJob(
+            o, dir,
+            fmt::format("name: hold{}\nmodel: cnn\n"
+                        "dataset: {{name: images, path: {}, image_size: 28, channels: 1,\n"
+                        "  cache: {{shard_size: 16, hold: {}}}}}\n"
+                        "batch_size: 64\nepochs: 4\nseed: 1\nthreads: 1\nresume: never\n"
+                        "optimizer: {{type: adam, lr: 0.001}}\n"
+                        "checkpoint: {{interval: steps, interval_steps: 100000}}\n"
+                        "distributed: {{max_workers: 2, join_window_s: 60}}\noutput_dir: {}\n",
+                        index, root.string(), hold, dir.string()),
+            {"--nproc", "2", "--plain"}));
+      }
+    }
+    for (const char* hold : {"whole", "own"}) {
+      run.AddRow({hold, fmt::format("{:.2f}", Median(walls[hold])),
+                  fmt::format("{:.2f}x", Median(walls[hold]) / Median(walls["whole"]))});
+    }
+    runs = fmt::format(
+        "\nA whole run: `spot train --nproc 2` (one thread each) of the CNN on the folder, "
+        "shards of 16 (125, in 64 slots), batch 64, 4 epochs (125 steps), fresh caches (each "
+        "worker decodes what it holds, then trains). Alternating, median of {}; all runs: "
+        "whole {}, own {}.\n\n{}",
+        o.repeats, FormatList(walls["whole"], 2), FormatList(walls["own"], 2), run.ToMarkdown());
+  }
   return fmt::format(
-      "### Elastic workers holding the folder in shards\n\n"
-      "The same folder at image_size 28, grey, shards of 32 images, 2 threads. Rank 0 of W "
-      "workers (ids worker-0..W-1) loads the shards it owns (train::ShardOwners: the shards' "
-      "slots for batches of 64, rendezvous hashing with bounded loads), decoding them (local "
-      "and durable tiers emptied first); the anchor is one worker loading the whole set, what "
-      "every worker does with hold: whole. Median of {} each. \"Moved\": shards whose owner "
-      "changes when worker-(W-1) leaves, or worker-W joins.\n\n{}\nAll loads "
-      "(seconds):\n{}\n"
-      "The price of training each rank on its own shards: a step's parts follow the batch's "
-      "draw of shards instead of being equal, and the step waits for the largest. Each "
-      "batch's largest part against the equal split's (ceil(B/W)), over 20 epochs of this "
-      "folder and one of a million samples (seed 1; the members as above, the owners of "
-      "the slots for that batch size): with the epoch's order a plain shuffle, and dealt "
-      "from the slots as hold: own trains (each slot's samples spread evenly over the "
-      "epoch). The step's compute grows by about the ratio when compute dominates.\n\n{}",
-      o.repeats, table.ToMarkdown(), raw, parts.ToMarkdown());
+             "### Elastic workers holding the folder in shards\n\n"
+             "The same folder at image_size 28, grey, shards of 32 images, 2 threads. Rank 0 of W "
+             "workers (ids worker-0..W-1) loads the shards it owns (train::ShardOwners: the "
+             "shards' "
+             "slots for batches of 64, rendezvous hashing with bounded loads), decoding them "
+             "(local "
+             "and durable tiers emptied first); the anchor is one worker loading the whole set, "
+             "what "
+             "every worker does with hold: whole. Median of {} each. \"Moved\": shards whose owner "
+             "changes when worker-(W-1) leaves, or worker-W joins.\n\n{}\nAll loads "
+             "(seconds):\n{}\n"
+             "The price of training each rank on its own shards: a step's parts follow the batch's "
+             "draw of shards instead of being equal, and the step waits for the largest. Each "
+             "batch's largest part against the equal split's (ceil(B/W)), over 20 epochs of this "
+             "folder and one of a million samples (seed 1; the members as above, the owners of "
+             "the slots for that batch size): with the epoch's order a plain shuffle, and dealt "
+             "from the slots as hold: own trains (each slot's samples spread evenly over the "
+             "epoch). The step's compute grows by about the ratio when compute dominates.\n\n{}",
+             o.repeats, table.ToMarkdown(), raw, parts.ToMarkdown()) +
+         runs;
 }
 
 }  // namespace
