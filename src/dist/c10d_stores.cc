@@ -105,12 +105,22 @@ class C10dKvStore final : public KvStore {
                                      std::hash<std::thread::id>{}(std::this_thread::get_id())};
     return fmt::format("={:016x}", rng()) + value;
   }
+  // One round trip that cannot race a delete: TCPStore's server throws on a
+  // get of a missing key and closes the client's socket, so a check then a
+  // get fails (and breaks the connection) when another client deletes the
+  // key in between, as a leaving member does its liveness key. compareSet
+  // with an expected value no write ever stores (stored values begin with
+  // '=') changes nothing and returns the value, or, for a missing key, the
+  // expected value itself.
   Result<std::optional<std::string>> GetRaw(const std::string& key) {
     return Guard("get", [&]() -> std::optional<std::string> {
+      static const std::string kAbsent =
+          "\x01"
+          "absent";
       std::lock_guard<std::mutex> l(mu_);
       const std::string k = prefix_ + key;
-      if (!store_->check({k})) return std::nullopt;
-      std::string raw = Text(store_->get(k));
+      std::string raw = Text(store_->compareSet(k, Bytes(kAbsent), Bytes(kAbsent)));
+      if (raw == kAbsent) return std::nullopt;
       if (raw.size() < kHeader || raw[0] != '=') {
         throw std::runtime_error("key " + k + " does not hold a rendezvous value");
       }

@@ -37,6 +37,44 @@ INSTANTIATE_TEST_SUITE_P(C10d, KvStoreContractTest,
                          ::testing::Values(Backend{"TcpStore", MakeTcpStore}),
                          [](const ::testing::TestParamInfo<Backend>& p) { return p.param.name; });
 
+// A key deleted by one client while another reads it (a member's liveness
+// key when it leaves, while the others check who is alive): the read gives
+// the value or nothing, never an error, and its connection stays usable.
+// (TCPStore's server throws on a get of a missing key and closes that
+// client's socket: a check then a get would race the delete.)
+TEST(C10dKvStoreTest, AGetRacingTheDeleteOfItsKeyNeverFailsNorBreaksTheConnection) {
+  Result<std::unique_ptr<KvStore>> writer = MakeTcpStore("race", seconds(1));
+  Result<std::unique_ptr<KvStore>> reader = MakeTcpStore("race", seconds(1));
+  ASSERT_TRUE(writer.ok() && reader.ok());
+  std::atomic<bool> done{false};
+  std::thread churn([&] {
+    for (int i = 0; i < 3000; ++i) {
+      (void)(*writer)->Put("alive/peer", "1");
+      (void)(*writer)->Delete("alive/peer");
+    }
+    done = true;
+  });
+  int reads = 0, errors = 0;
+  std::string first_error;
+  while (!done) {
+    Result<std::optional<std::string>> v = (*reader)->Get("alive/peer");
+    ++reads;
+    if (!v.ok()) {
+      if (errors++ == 0) first_error = v.status().ToString();
+      continue;
+    }
+    if (v->has_value()) {
+      EXPECT_EQ(**v, "1");
+    }
+  }
+  churn.join();
+  EXPECT_EQ(errors, 0) << "of " << reads << " reads; the first: " << first_error;
+  ASSERT_TRUE((*reader)->Put("after", "ok").ok());
+  Result<std::optional<std::string>> after = (*reader)->Get("after");
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(*after, std::optional<std::string>("ok"));
+}
+
 TEST(KvC10dStoreTest, ServesC10dCallsOverAKvStore) {
   std::shared_ptr<KvStore> kv = NewMemoryKvStore();
   auto store = NewKvC10dStore(kv, "g/", milliseconds(300));
