@@ -127,7 +127,6 @@ class Worker {
   int64_t progress_step_ = 0;
   int64_t steps_in_generation_ = 0;
   uint64_t last_step_bytes_ = 0;
-  int64_t shards_counted_ = 0;  // shards held when last counted (HoldShards)
 
   std::unique_ptr<train::Checkpointer> ckpt_;  // rank 0 of a generation only
   int64_t restored_step_ = -1;
@@ -301,7 +300,6 @@ Status Worker::HoldShards(const Generation& g) {
     held += shards.Holds(s);
   }
   const int64_t before = shards.held();
-  summary_.shards_on_demand += before - shards_counted_;
   const train::DataCacheStats was = shards.stats();
   const auto t0 = Clock::now();
   Status st = shards.Load(mine);
@@ -313,7 +311,6 @@ Status Worker::HoldShards(const Generation& g) {
   const train::DataCacheStats now = shards.stats();
   const int64_t loaded = shards.held() - before;
   summary_.shards_loaded += loaded;
-  shards_counted_ = shards.held();
   std::string from;
   for (int t = 0; t < train::kCacheTiers; ++t) {
     const int64_t n = now.shards[t] - was.shards[t];
@@ -671,7 +668,8 @@ Result<WorkerSummary> Worker::Run() {
     summary_.shards =
         (train_.size() + train_.shards->shard_size() - 1) / train_.shards->shard_size();
     summary_.shards_held = train_.shards->held();
-    summary_.shards_on_demand += summary_.shards_held - shards_counted_;
+    // Held shards are never dropped: what the generations did not load, a batch did.
+    summary_.shards_on_demand = summary_.shards_held - summary_.shards_loaded;
   }
   summary_.wall_seconds = Seconds(start, Clock::now());
   return summary_;

@@ -127,11 +127,11 @@ struct WorkerSummary {
   double samples_per_s = 0;  // this worker's compute rate
   uint64_t bytes_sent = 0;   // gradient payload handed to collectives
   uint64_t state_bytes_received = 0;
-  // An image folder held in shards (dataset.cache on): the shards of the data
-  // set, those this worker held at the end, those it loaded at the start of
-  // its generations (its own under the generation's owners, train::
-  // ShardOwners) and those a batch asked for (another rank's, when the batch
-  // had more of that rank's samples than its part holds).
+  // An image folder held in shards (dataset.cache.hold: own): the shards of
+  // the samples trained on, those this worker held at the end, those it
+  // loaded at the start of its generations (its own under the generation's
+  // owners, train::ShardOwners) and those a batch asked for (other ranks',
+  // only with distributed.balance; shards once held stay held).
   int64_t shards = 0;
   int64_t shards_held = 0;
   int64_t shards_loaded = 0;

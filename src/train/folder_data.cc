@@ -79,6 +79,13 @@ CacheDirs CacheDirsFor(const TrainSpec& spec) {
   return d;
 }
 
+// The split's files: DIR/train, or DIR/test (or val) with the train split's classes.
+Result<ImageFolderIndex> ScanSplit(const TrainSpec& spec, Split split) {
+  SPOT_ASSIGN_OR_RETURN(ImageFolderIndex train, ScanImageFolder(spec.dataset_path, "train"));
+  if (split == Split::kTrain) return train;
+  return ScanImageFolder(spec.dataset_path, "test", &train.classes);
+}
+
 // Runs fn(i) for i in [0, n) on k threads, each taking the next i.
 void OnThreads(int64_t k, int64_t n, const std::function<void(int64_t)>& fn) {
   std::atomic<int64_t> next{0};
@@ -94,14 +101,8 @@ void OnThreads(int64_t k, int64_t n, const std::function<void(int64_t)>& fn) {
 }  // namespace
 
 Result<std::shared_ptr<ImageShards>> ImageShards::Open(const TrainSpec& spec, Split split) {
-  SPOT_ASSIGN_OR_RETURN(ImageFolderIndex train_index, ScanImageFolder(spec.dataset_path, "train"));
   std::shared_ptr<ImageShards> s(new ImageShards());
-  if (split == Split::kTrain) {
-    s->index_ = std::move(train_index);
-  } else {
-    SPOT_ASSIGN_OR_RETURN(s->index_,
-                          ScanImageFolder(spec.dataset_path, "test", &train_index.classes));
-  }
+  SPOT_ASSIGN_OR_RETURN(s->index_, ScanSplit(spec, split));
   s->part_ = split == Split::kTrain ? "train" : "test";
   s->channels_ = static_cast<int>(spec.channels);
   s->image_size_ = spec.image_size;
@@ -226,13 +227,7 @@ Result<TensorSet> LoadImageFolderSplit(const TrainSpec& spec, Split split, bool 
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return t;
   }
-  SPOT_ASSIGN_OR_RETURN(ImageFolderIndex train_index, ScanImageFolder(spec.dataset_path, "train"));
-  ImageFolderIndex index;
-  if (split == Split::kTrain) {
-    index = std::move(train_index);
-  } else {
-    SPOT_ASSIGN_OR_RETURN(index, ScanImageFolder(spec.dataset_path, "test", &train_index.classes));
-  }
+  SPOT_ASSIGN_OR_RETURN(ImageFolderIndex index, ScanSplit(spec, split));
   const auto n = static_cast<int64_t>(index.files.size());
   t.images = at::empty({n, spec.channels, spec.image_size, spec.image_size}, at::kByte);
   // Decoding threads, one per intra-op thread (ATen's parallel_for measured

@@ -146,14 +146,15 @@ class StepRunner {
   // (the first checkpoint, an evaluation). Nothing for other precisions.
   void PreparePrecision();
   // Data held in shards by the replicas (TensorSet::shards): every global
-  // batch is arranged by the rank owning each sample's shard (ArrangeByOwner,
-  // `owners` by shard, ShardOwners over shard_slots(), shards of `shard_size`
-  // samples), so the ranks' samples of a batch are contiguous. With `own_rank` >= 0 this replica's
-  // part of a batch is exactly its own samples (OwnPart): no replica reads another's shards, and
-  // the parts' sizes vary from batch to batch with the shards' draw; with -1 the caller splits the
-  // batch (SplitBatch), and a part holds mostly its own samples. Empty `owners`: the epoch's order
-  // as it is. Drops the order and any prefetched batch. The same owners on every rank, or the
-  // ranks' parts would overlap.
+  // batch is arranged by the rank owning each sample's shard (ArrangeByOwner;
+  // `owners` by shard, ShardOwners over shard_slots(); shards of `shard_size`
+  // samples), so each rank's samples of a batch are contiguous. With
+  // `own_rank` >= 0 this replica's part of a batch is exactly its own samples
+  // (OwnPart), about its share of the slots since the order deals every
+  // batch from all of them (SlotOrder); with -1 the caller splits the batch
+  // (SplitBatch) and a part takes what it lacks from other shards. Empty
+  // `owners`: the epoch's order as it is. Drops the order and any prefetched
+  // batch. The same owners on every rank, or the ranks' parts would overlap.
   void SetShardOwners(int64_t shard_size, std::vector<int32_t> owners, int own_rank = -1);
   bool PartsByOwner() const { return own_rank_ >= 0; }
   // The slots of the shards (ShardSlots) when the data is held in shards
