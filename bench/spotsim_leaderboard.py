@@ -6,7 +6,7 @@ where a series exists.
 
 Usage: bench/spotsim_leaderboard.py [--spot build/bin/spot] [--data ../shared/data]
            [--out build/leaderboard] [--samples 300] [--policies od,greedy,up,hazard-up,forecast-up,mdp]
-           [--multi-zone [--mz-samples 100] [--checkpoint-gb 50]]
+           [--multi-zone [--mz-samples 100] [--checkpoint-gb 50] [--mz-policies LIST]]
 Writes DIR/<folder>.<protocol>.json (the command's JSON) and prints the
 leaderboard as Markdown tables, with the wall time of the whole run and
 mdp's decision time per tick against the tick (one zone, in-sample runs
@@ -155,7 +155,7 @@ def mz_traces(args, folder, suffix):
 
 def mz_run(args, name, folder, suffix, prices, job, synthetic):
     files = mz_traces(args, folder, suffix)
-    policies = MZ_POLICIES
+    policies = args.mz_policies
     regions = sorted({region_of(os.path.basename(f).split("_")[0]) for f in files})
     egress = os.path.join(args.data, EGRESS)
     aws = all(r.count("-") == 2 for r in regions)  # AWS regions: us-east-1
@@ -196,7 +196,7 @@ def multi_zone(args):
             results.append((label, j, regions, gb, n))
             print(f"multi-zone {label}: {secs:.1f} s", file=sys.stderr)
     total = time.monotonic() - t0
-    shown = [p for p in MZ_POLICIES.split(",") if p not in ("od", "up")]
+    shown = [p for p in args.mz_policies.split(",") if p not in ("od", "up")]
     print("### Multi-zone, time-split: every zone of a folder's type as ONE market; mean cost / "
           "up's on the same starts [95% bootstrap interval]\n")
     print("| market | zones (regions) | prices | checkpoint GB | up mean $ | "
@@ -214,28 +214,34 @@ def multi_zone(args):
           "p95/od greedy, up, mdp-zones | misses (up met) mdp-zones |")
     print("|---|---|---|---|---|---|---|")
     sums = {"g": [], "u": [], "m": [], "o": []}
+    fmt = lambda v: "-" if v is None else f"{v:.4f}"  # noqa: E731
     for label, j, regions, gb, n in results:
         pol = j["markets"][0]["policies"]
         c = {p: pol[p]["cost"]["mean"] for p in pol}
-        g, u, mm, o = (c["mdp-zones"] / c["greedy"], c["mdp-zones"] / c["up"],
-                       c["mdp"] / c["up"], c["mdp-zones"] / c["omniscient"])
+        ratio_of = lambda a, b: c[a] / c[b] if a in c and b in c else None  # noqa: E731
+        vals = (ratio_of("mdp-zones", "greedy"), ratio_of("mdp-zones", "up"),
+                ratio_of("mdp", "up"), ratio_of("mdp-zones", "omniscient"))
         if "synthetic" not in label:
-            for k, v in zip("gumo", (g, u, mm, o)):
-                sums[k].append(v)
-        p95 = " / ".join(f"{pol[p]['cost']['p95'] / pol[p]['od_mean_cost']:.3f}"
-                         for p in ("greedy", "up", "mdp-zones"))
-        print(f"| {label} | {g:.4f} | {u:.4f} | {mm:.4f} | {o:.4f} | {p95} | "
-              f"{pol['mdp-zones']['misses_up_met']} |")
-    if sums["g"]:
-        avg = {k: sum(v) / len(v) for k, v in sums.items()}
-        print(f"| **mean over the {len(sums['g'])} real markets** | {avg['g']:.4f} | {avg['u']:.4f} "
-              f"| {avg['m']:.4f} | {avg['o']:.4f} | | |")
-    print("\n### Multi-zone: fitted parameters of mdp-zones\n")
+            for k, v in zip("gumo", vals):
+                if v is not None:
+                    sums[k].append(v)
+        p95 = " / ".join(f"{pol[p]['cost']['p95'] / pol[p]['od_mean_cost']:.3f}" if p in pol
+                         else "-" for p in ("greedy", "up", "mdp-zones"))
+        misses = pol["mdp-zones"]["misses_up_met"] if "mdp-zones" in pol else "-"
+        print(f"| {label} | " + " | ".join(fmt(v) for v in vals) + f" | {p95} | {misses} |")
+    if sums["u"]:
+        avg = {k: (sum(v) / len(v) if v else None) for k, v in sums.items()}
+        print(f"| **mean over the {len(sums['u'])} real markets** | "
+              + " | ".join(fmt(avg[k]) for k in "gumo") + " | | |")
+    print("\n### Multi-zone: fitted parameters of mdp and mdp-zones\n")
     print("| market | params |")
     print("|---|---|")
     for label, j, _, _, _ in results:
-        s = j["markets"][0]["policies"]["mdp-zones"]
-        print(f"| {label} | " + ", ".join(f"{k}={v}" for k, v in s["params"].items()) + " |")
+        for name in ("mdp", "mdp-zones"):
+            s = j["markets"][0]["policies"].get(name)
+            if s is not None:
+                print(f"| {label} ({name}) | "
+                      + ", ".join(f"{k}={v}" for k, v in s["params"].items()) + " |")
     runs = sum(j["simulated_runs"] for _, j, _, _, _ in results)
     print(f"\nWall time of the multi-zone pass: {total:.1f} s ({runs} simulated runs, "
           f"{args.mz_samples} starts per market part)")
@@ -256,6 +262,8 @@ def main():
     ap.add_argument("--multi-zone", action="store_true",
                     help="run the multi-zone pass (instead of the single-zone leaderboard)")
     ap.add_argument("--mz-samples", type=int, default=100)
+    ap.add_argument("--mz-policies", default=MZ_POLICIES,
+                    help="policies of the multi-zone pass (od and up are always needed)")
     ap.add_argument("--checkpoint-gb", type=float, default=50)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)

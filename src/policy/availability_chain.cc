@@ -18,12 +18,12 @@ struct SideCounts {
 };
 
 // Adds one run of `steps` steps (ended by a flip, or still open) to `c`.
-void AddRun(SideCounts& c, double steps, bool ended) {
+void AddRun(SideCounts& c, double steps, bool ended, double weight) {
   ++c.runs;
   for (int b = 0; b < kAgeBuckets; ++b) {
-    c.exposure[b] += std::clamp(steps - BucketLow(b), 0.0, BucketHigh(b) - BucketLow(b));
+    c.exposure[b] += weight * std::clamp(steps - BucketLow(b), 0.0, BucketHigh(b) - BucketLow(b));
     // A run of L steps ended during its step (L - 1, L]: that step's bucket.
-    if (ended && steps > BucketLow(b) && steps <= BucketHigh(b)) c.events[b] += 1;
+    if (ended && steps > BucketLow(b) && steps <= BucketHigh(b)) c.events[b] += weight;
   }
 }
 
@@ -73,7 +73,12 @@ AvailabilityChain FitAvailabilityChain(std::span<const uint8_t> up, std::span<co
     }
     bool ends = t + 1 == n || up[t + 1] != up[t];
     if (!ends) continue;
-    AddRun(side[up[t] ? 0 : 1], static_cast<double>(t + 1 - run_start) / o.step_ticks, t + 1 < n);
+    const double weight =
+        o.half_life_ticks > 0
+            ? std::exp2(-static_cast<double>(n - 1 - t) / static_cast<double>(o.half_life_ticks))
+            : 1.0;
+    AddRun(side[up[t] ? 0 : 1], static_cast<double>(t + 1 - run_start) / o.step_ticks, t + 1 < n,
+           weight);
     run_start = t + 1;
   }
   Survival(side[0], o.prior_steps, chain.survive.data());

@@ -46,6 +46,8 @@ struct ChainFitOptions {
   double step_ticks = 1;     // ticks per step, >= 1
   double prior_steps = 4;    // pseudo-exposure (steps) at the side's pooled hazard per bucket
   int64_t window_ticks = 0;  // only the last window_ticks of `up` (0: all)
+  // Runs weigh 2^(-ticks since they ended / half_life_ticks) (0: all alike).
+  int64_t half_life_ticks = 0;
 };
 
 // Fits the chain to `up` (1 per tick the market was up). An empty or

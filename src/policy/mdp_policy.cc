@@ -148,7 +148,8 @@ class MdpPolicy final : public Policy {
       if (up[t - first]) price[t - first] = best;
     }
     ChainFitOptions fit{.step_ticks = static_cast<double>(step_ticks_),
-                        .prior_steps = opt_.prior_steps};
+                        .prior_steps = opt_.prior_steps,
+                        .half_life_ticks = HalfLifeTicks(opt_, gap)};
     AvailabilityChain chain = FitAvailabilityChain(up, price, fit);
     for (int s = 0; s < kAgeBuckets; ++s) {
       chain.survive[s] = std::pow(chain.survive[s], opt_.spot_hazard_scale);
@@ -170,9 +171,17 @@ class MdpPolicy final : public Policy {
 
 }  // namespace
 
+int64_t HalfLifeTicks(const MdpOptions& o, double gap_hours) {
+  if (!(o.history_half_life_hours > 0)) return 0;
+  return std::max<int64_t>(1, std::llround(o.history_half_life_hours / gap_hours));
+}
+
 void DeclareFields(MdpOptions& o, FieldVisitor& v) {
   v.Double("history_window_hours", &o.history_window_hours, {.min = 1},
            "past window the availability chain is fitted on");
+  v.Double("history_half_life_hours", &o.history_half_life_hours, {.min = 0},
+           "runs of the window weigh half as much per this many hours since they ended (0: "
+           "all alike)");
   v.Double("min_history_hours", &o.min_history_hours, {.min = 0},
            "less history than this before the job: act as up");
   v.Double("refit_hours", &o.refit_hours, {.min = 0.1},

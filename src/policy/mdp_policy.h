@@ -9,6 +9,10 @@
 //     over the last history_window_hours, and refitted when the job crosses
 //     the next multiple (in the market's first refit period: every eighth
 //     of it).
+//   - With history_half_life_hours, runs that ended longer ago weigh less
+//     (half per half-life), so a market that changed is learned sooner;
+//     the stable one pays with a noisier chain. Off by default; the
+//     evaluation protocols fit it.
 //   - "Up" means some zone has capacity for the gang at a spot price below
 //     on-demand: it never takes or keeps spot priced at or above on-demand.
 //   - With less than min_history_hours of history it acts as up.
@@ -26,6 +30,7 @@ namespace spot::policy {
 
 struct MdpOptions {
   double history_window_hours = 14 * 24;  // past window the chain is fitted on
+  double history_half_life_hours = 0;     // runs weigh 2^(-age / this); 0: alike
   double min_history_hours = 24;          // less history: act as up
   double refit_hours = 24;                // the chain is refitted at multiples of this
   double prior_steps = 4;                 // shrinkage of each age bucket's hazard (steps)
@@ -37,6 +42,9 @@ struct MdpOptions {
 
 // Its parameters (a job's `policy: {name: mdp, ...}`), with bounds and help.
 void DeclareFields(MdpOptions& o, FieldVisitor& v);
+
+// The chain fit's half-life in ticks of `gap_hours` (0: none).
+int64_t HalfLifeTicks(const MdpOptions& o, double gap_hours);
 
 std::unique_ptr<Policy> MakeMdpPolicy(MdpOptions options = {});
 

@@ -74,6 +74,32 @@ TEST(AvailabilityChain, ShrinksTowardThePooledHazardAndNeverSaysNever) {
   EXPECT_EQ(w.down_runs, 0);
 }
 
+TEST(AvailabilityChain, AHalfLifeWeighsRunsByHowLongAgoTheyEnded) {
+  // Up 2 (ended at tick 1), down 1 (tick 2), up 1 (tick 3), down 1 (open at
+  // tick 4, the last). A half-life of one tick: weights 1/8, 1/4, 1/2, 1.
+  const std::vector<uint8_t> up = {1, 1, 0, 1, 0};
+  AvailabilityChain plain = FitAvailabilityChain(up, {}, {.step_ticks = 1, .prior_steps = 0});
+  EXPECT_NEAR(plain.survive[0], std::exp(-1.0 / 2), 1e-12);  // 1 end over 2 steps
+  EXPECT_NEAR(plain.survive[1], std::exp(-1.0), 1e-12);
+  EXPECT_NEAR(plain.survive[kAgeBuckets], std::exp(-1.0 / 2), 1e-12);
+  AvailabilityChain recent =
+      FitAvailabilityChain(up, {}, {.step_ticks = 1, .prior_steps = 0, .half_life_ticks = 1});
+  // Up, first step: the run of 1 ended there (1/2), the run of 2 passed it (1/8).
+  EXPECT_NEAR(recent.survive[0], std::exp(-0.5 / (0.125 + 0.5)), 1e-12);
+  EXPECT_NEAR(recent.survive[1], std::exp(-1.0), 1e-12);  // only the run of 2 got there
+  // Down: the ended run (1/4) against the open one's exposure (1).
+  EXPECT_NEAR(recent.survive[kAgeBuckets], std::exp(-0.25 / 1.25), 1e-12);
+  EXPECT_EQ(recent.up_runs, 2);  // counts stay counts
+  EXPECT_EQ(recent.down_runs, 2);
+  // Hours to ticks, at least one; 0 is off.
+  MdpOptions o;
+  EXPECT_EQ(HalfLifeTicks(o, 1.0 / 6), 0);
+  o.history_half_life_hours = 48;
+  EXPECT_EQ(HalfLifeTicks(o, 1.0 / 6), 288);
+  o.history_half_life_hours = 0.01;
+  EXPECT_EQ(HalfLifeTicks(o, 1), 1);
+}
+
 TEST(AvailabilityChain, StatesByRunAge) {
   EXPECT_EQ(ChainState(true, 1, 1), 0);
   EXPECT_EQ(ChainState(true, 3, 1), 2);  // age 2 steps: bucket [2, 4)

@@ -142,7 +142,8 @@ class MdpZonesPolicy final : public Policy {
     std::vector<uint8_t> up(static_cast<size_t>(cut - first));
     std::vector<double> price(up.size());
     const ChainFitOptions fit{.step_ticks = static_cast<double>(step_ticks_),
-                              .prior_steps = opt_.mdp.prior_steps};
+                              .prior_steps = opt_.mdp.prior_steps,
+                              .half_life_ticks = HalfLifeTicks(opt_.mdp, gap)};
     for (int z = 0; z < zones_; ++z) {
       auto p = m.PriceHistory(z);
       for (int64_t t = first; t < cut; ++t) {

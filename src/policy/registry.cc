@@ -123,9 +123,11 @@ void RegisterBuiltinPolicies(PolicyRegistry& r) {
   // it (1: never waits), and the price drop worth waiting for (1: never).
   (void)r.SetTunables("forecast-up", {{"spot_wait_probability", {"0.5", "0.8", "1"}},
                                       {"price_drop", {"0.1", "0.25", "1"}}});
-  // mdp: how far back the chain looks, and how much it trusts spot runs.
-  (void)r.SetTunables("mdp",
-                      {{"history_window_hours", {"336", "72"}}, {"spot_hazard_scale", {"1", "2"}}});
+  // mdp: how far back the chain looks, how much more recent runs count
+  // (a market that changes), and how much it trusts spot runs.
+  (void)r.SetTunables("mdp", {{"history_window_hours", {"336", "72"}},
+                              {"history_half_life_hours", {"0", "48"}},
+                              {"spot_hazard_scale", {"1", "2"}}});
   // mdp-zones: mdp's window, and how much a voluntary move must save.
   (void)r.SetTunables("mdp-zones",
                       {{"history_window_hours", {"336", "72"}}, {"move_margin", {"2", "1"}}});
