@@ -214,13 +214,12 @@ def multi_zone(args):
           "p95/od greedy, up, mdp-zones | misses (up met) mdp-zones |")
     print("|---|---|---|---|---|---|---|")
     sums = {"g": [], "u": [], "m": [], "o": []}
-    fmt = lambda v: "-" if v is None else f"{v:.4f}"  # noqa: E731
     for label, j, regions, gb, n in results:
         pol = j["markets"][0]["policies"]
         c = {p: pol[p]["cost"]["mean"] for p in pol}
-        ratio_of = lambda a, b: c[a] / c[b] if a in c and b in c else None  # noqa: E731
-        vals = (ratio_of("mdp-zones", "greedy"), ratio_of("mdp-zones", "up"),
-                ratio_of("mdp", "up"), ratio_of("mdp-zones", "omniscient"))
+        vals = tuple(c[a] / c[b] if a in c and b in c else None
+                     for a, b in (("mdp-zones", "greedy"), ("mdp-zones", "up"), ("mdp", "up"),
+                                  ("mdp-zones", "omniscient")))
         if "synthetic" not in label:
             for k, v in zip("gumo", vals):
                 if v is not None:
@@ -228,11 +227,11 @@ def multi_zone(args):
         p95 = " / ".join(f"{pol[p]['cost']['p95'] / pol[p]['od_mean_cost']:.3f}" if p in pol
                          else "-" for p in ("greedy", "up", "mdp-zones"))
         misses = pol["mdp-zones"]["misses_up_met"] if "mdp-zones" in pol else "-"
-        print(f"| {label} | " + " | ".join(fmt(v) for v in vals) + f" | {p95} | {misses} |")
+        print(f"| {label} | " + " | ".join(map(fmt4, vals)) + f" | {p95} | {misses} |")
     if sums["u"]:
         avg = {k: (sum(v) / len(v) if v else None) for k, v in sums.items()}
         print(f"| **mean over the {len(sums['u'])} real markets** | "
-              + " | ".join(fmt(avg[k]) for k in "gumo") + " | | |")
+              + " | ".join(fmt4(avg[k]) for k in "gumo") + " | | |")
     print("\n### Multi-zone: fitted parameters of mdp and mdp-zones\n")
     print("| market | params |")
     print("|---|---|")
@@ -245,6 +244,10 @@ def multi_zone(args):
     runs = sum(j["simulated_runs"] for _, j, _, _, _ in results)
     print(f"\nWall time of the multi-zone pass: {total:.1f} s ({runs} simulated runs, "
           f"{args.mz_samples} starts per market part)")
+
+
+def fmt4(v):
+    return "-" if v is None else f"{v:.4f}"
 
 
 def ratio(s):
