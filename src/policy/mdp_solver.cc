@@ -19,9 +19,11 @@ struct Next {
   double p;
 };
 
+using Successors = std::array<Next, 3>;
+
 // The successors of `s` over one step: the run goes on (older, or the same
 // bucket) or flips to the other side's first bucket.
-std::array<Next, 3> Successors(const AvailabilityChain& c, int s) {
+Successors SuccessorsOf(const AvailabilityChain& c, int s) {
   double live = c.survive[s], adv = AdvanceChance(s);
   int flip = IsUp(s) ? kAgeBuckets : 0;
   return {Next{adv > 0 ? s + 1 : s, live * adv}, Next{s, live * (1 - adv)}, Next{flip, 1 - live}};
@@ -37,6 +39,7 @@ class Solver {
     cd_ = static_cast<int64_t>(std::lround(job.changeover_hours / q_));
     half_ = std::max<int64_t>(1, g_.cells_per_step / 2);
     width_ = (net_ + 1) * kModes * kChainStates;
+    for (int s = 0; s < kChainStates; ++s) succ_[s] = SuccessorsOf(chain, s);
   }
 
   void Run(std::vector<uint8_t>& action, std::vector<double>& start_value) {
@@ -44,10 +47,12 @@ class Solver {
     action.assign(static_cast<size_t>(steps_) * width_, kOd);
     for (int64_t i = steps_ - 1; i >= 0; --i) {
       for (int64_t x = 0; x <= net_; ++x) {
+        const double w = Work(i, x);
+        const Rows rows = RowsAt(next, i, x);
         for (int m = 0; m < kModes; ++m) {
           for (int s = 0; s < kChainStates; ++s) {
             size_t at = Cell(x, m, s);
-            auto [v, a] = Best(next, i, x, m, s);
+            auto [v, a] = Best(rows, w, m, s);
             cur[at] = v;
             action[static_cast<size_t>(i) * width_ + at] = static_cast<uint8_t>(a);
           }
@@ -61,6 +66,15 @@ class Solver {
   }
 
  private:
+  // The next step's values at one (deficit, mode), by chain state.
+  using Row = const double*;
+  // The rows a step from deficit x can reach: [entering] for spot (on spot;
+  // taken back halfway, idle) and on-demand, and idle.
+  struct Rows {
+    Row spot[2], spot_lost[2], od[2], idle;
+  };
+  static constexpr int kRows = 7;
+
   size_t Cell(int64_t x, int m, int s) const {
     return static_cast<size_t>((x * kModes + m) * kChainStates + s);
   }
@@ -74,41 +88,51 @@ class Solver {
     if (w <= kEps) return 0;
     return job_.ondemand_price * (w + (m == kOd ? 0 : job_.changeover_hours));
   }
-  // Value of (i, x, m, s) with i the step after the current one.
-  double Value(const std::vector<double>& next, int64_t i, int64_t x, int m, int s) const {
-    if (Work(i, x) <= kEps) return 0;
-    if (x > net_ || i >= steps_) return Forced(i, x, m);
-    return next[Cell(x, m, s)];
+  // The values of (i, x, m, .) with i the step after the current one; past
+  // the work, the net or the horizon every state has the same value, written
+  // to fixed_[slot].
+  Row RowAt(const std::vector<double>& next, int64_t i, int64_t x, int m, int slot) {
+    if (x <= net_ && i < steps_ && Work(i, x) > kEps) return next.data() + Cell(x, m, 0);
+    fixed_[slot].fill(Forced(i, x, m));  // 0 once the work is done
+    return fixed_[slot].data();
   }
-  double Expect(const std::vector<double>& next, int64_t i, int64_t x, int m, int s) const {
+  Rows RowsAt(const std::vector<double>& next, int64_t i, int64_t x) {
+    Rows r;
+    for (int enter = 0; enter < 2; ++enter) {
+      const int64_t x1 = x + (enter ? cd_ : 0);
+      r.spot[enter] = RowAt(next, i + 1, x1, kSpot, 3 * enter);
+      r.spot_lost[enter] = RowAt(next, i + 1, x1 + half_, kIdle, 3 * enter + 1);
+      r.od[enter] = RowAt(next, i + 1, x1, kOd, 3 * enter + 2);
+    }
+    r.idle = RowAt(next, i + 1, x + g_.cells_per_step, kIdle, 6);
+    return r;
+  }
+  double Expect(Row row, int s) const {
     double e = 0;
-    for (const Next& n : Successors(c_, s)) {
-      if (n.p > 0) e += n.p * Value(next, i + 1, x, m, n.state);
+    for (const Next& n : succ_[s]) {
+      if (n.p > 0) e += n.p * row[n.state];
     }
     return e;
   }
 
-  // Spot from (i, x, m, s), s up: billed at the chain's price; taken back
+  // Spot from (x, m, s), s up: billed at the chain's price; taken back
   // halfway through the step when the chain goes down.
-  double SpotValue(const std::vector<double>& next, int64_t i, int64_t x, int m, int s,
-                   double w) const {
+  double SpotValue(const Rows& rows, int m, int s, double w) const {
     const double d = job_.changeover_hours, step = g_.step_hours, p = c_.spot_price;
     bool enter = m != kSpot;
     double need = w + (enter ? d : 0);
     if (need <= step) return p * need;
-    int64_t x1 = x + (enter ? cd_ : 0);
+    const Row on = rows.spot[enter], lost = rows.spot_lost[enter];
     double v = 0;
-    for (const Next& n : Successors(c_, s)) {
+    for (const Next& n : succ_[s]) {
       if (n.p <= 0) continue;
-      v += IsUp(n.state) ? n.p * (p * step + Value(next, i + 1, x1, kSpot, n.state))
-                         : n.p * (p * step / 2 + Value(next, i + 1, x1 + half_, kIdle, n.state));
+      v += IsUp(n.state) ? n.p * (p * step + on[n.state]) : n.p * (p * step / 2 + lost[n.state]);
     }
     return v;
   }
 
-  std::pair<double, int> Best(const std::vector<double>& next, int64_t i, int64_t x, int m,
-                              int s) const {
-    const double w = Work(i, x), d = job_.changeover_hours, step = g_.step_hours;
+  std::pair<double, int> Best(const Rows& rows, double w, int m, int s) const {
+    const double d = job_.changeover_hours, step = g_.step_hours;
     if (w <= kEps) return {0, kIdle};
     if (m == kSpot && !IsUp(s)) m = kIdle;  // taken back: holds nothing
     // Candidates in order of preference on (near) ties: spot, idle (waiting
@@ -118,12 +142,11 @@ class Solver {
     auto consider = [&](double v, int a) {
       if (v < best - kEps) best = v, act = a;
     };
-    if (IsUp(s)) consider(SpotValue(next, i, x, m, s, w), kSpot);
-    consider(Expect(next, i, x + g_.cells_per_step, kIdle, s), kIdle);
+    if (IsUp(s)) consider(SpotValue(rows, m, s, w), kSpot);
+    consider(Expect(rows.idle, s), kIdle);
     bool enter = m != kOd;
     double k = job_.ondemand_price, need = w + (enter ? d : 0);
-    consider(need <= step ? k * need : k * step + Expect(next, i, x + (enter ? cd_ : 0), kOd, s),
-             kOd);
+    consider(need <= step ? k * need : k * step + Expect(rows.od[enter], s), kOd);
     return {best, act};
   }
 
@@ -134,6 +157,8 @@ class Solver {
   double q_ = 0;
   int64_t cd_ = 0, half_ = 1;
   size_t width_ = 0;
+  std::array<Successors, kChainStates> succ_;  // by state, computed once
+  std::array<std::array<double, kChainStates>, kRows> fixed_;
 };
 
 }  // namespace
