@@ -45,13 +45,19 @@ class NamedBlobReader final : public BlobReader {
   uint64_t size_;
 };
 
+// A directory's file, mapped when large enough: a checkpoint file is renamed
+// into place complete and never rewritten, so it does not shrink under the
+// mapping (a file deleted meanwhile stays readable until unmapped).
 class FileBlobReader final : public BlobReader {
  public:
-  explicit FileBlobReader(ReadOnlyFile file) : file_(std::move(file)) {}
+  explicit FileBlobReader(ReadOnlyFile file) : file_(std::move(file)) {
+    if (file_.size() >= kMapMinBytes) (void)file_.Map();  // else, or refused: pread
+  }
   Status ReadInto(uint64_t offset, std::span<char> dst) const override {
     return file_.ReadAt(offset, dst);
   }
   uint64_t size() const override { return file_.size(); }
+  std::string_view mapped() const override { return file_.mapped(); }
 
  private:
   ReadOnlyFile file_;

@@ -39,7 +39,14 @@ class BlobReader {
   // As BlobStore::ReadInto.
   virtual Status ReadInto(uint64_t offset, std::span<char> dst) const = 0;
   virtual uint64_t size() const = 0;  // when it was opened
+  // The whole blob in memory, where the store maps it (a directory's files
+  // of kMapMinBytes and more: reading a range then copies nothing), else
+  // empty: read with ReadInto.
+  virtual std::string_view mapped() const { return {}; }
 };
+
+// Blobs from this size up are mapped by DirectoryBlobStore's readers.
+inline constexpr uint64_t kMapMinBytes = 64 << 10;
 
 class BlobStore {
  public:

@@ -441,6 +441,19 @@ bool CheckpointFile::StoredRaw(const RecordEntry& e, size_t k) const {
   return e.chunks[k].stored_bytes == std::min<uint64_t>(chunk_bytes_, e.raw_bytes - pos);
 }
 
+namespace {
+// The n stored bytes at `offset` of a blob: a view of its mapping where the
+// reader has one, else read into *buf.
+Result<std::string_view> StoredBytes(const BlobReader& reader, uint64_t offset, size_t n,
+                                     std::string* buf) {
+  const std::string_view map = reader.mapped();
+  if (offset <= map.size() && n <= map.size() - offset) return map.substr(offset, n);
+  if (buf->size() < n) buf->resize(n);
+  SPOT_RETURN_IF_ERROR(reader.ReadInto(offset, std::span<char>(buf->data(), n)));
+  return std::string_view(buf->data(), n);
+}
+}  // namespace
+
 Status CheckpointFile::ReadRecord(size_t i, std::span<char> dst, ChunkCodec& codec) const {
   const RecordEntry& e = records_.at(i);
   auto fail = [&](const std::string& why) {
@@ -449,18 +462,18 @@ Status CheckpointFile::ReadRecord(size_t i, std::span<char> dst, ChunkCodec& cod
   if (dst.size() != e.raw_bytes) return fail("destination size does not match");
   for (size_t k = 0; k < e.chunks.size(); ++k) {
     const ChunkRef& c = e.chunks[k];
-    chunk_buf_.resize(c.stored_bytes);
-    SPOT_RETURN_IF_ERROR(reader_->ReadInto(c.offset, std::span<char>(chunk_buf_)));
-    if (Checksum(chunk_buf_) != c.checksum) {
+    SPOT_ASSIGN_OR_RETURN(std::string_view stored,
+                          StoredBytes(*reader_, c.offset, c.stored_bytes, &chunk_buf_));
+    if (Checksum(stored) != c.checksum) {
       return fail(fmt::format("chunk {} checksum mismatch", k));
     }
     uint64_t pos = k * uint64_t{chunk_bytes_};
     size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_bytes_, e.raw_bytes - pos));
     if (StoredRaw(e, k)) {  // Parse checked its size
-      std::memcpy(dst.data() + pos, chunk_buf_.data(), n);
+      std::memcpy(dst.data() + pos, stored.data(), n);
       continue;
     }
-    Status st = codec.Decode(e.codec, e.dtype, chunk_buf_, dst.subspan(pos, n));
+    Status st = codec.Decode(e.codec, e.dtype, stored, dst.subspan(pos, n));
     if (!st.ok()) return fail(fmt::format("chunk {}: {}", k, st.message()));
   }
   uint64_t sum = Checksum(std::string_view(dst.data(), dst.size()));
@@ -678,13 +691,12 @@ class ChainReader {
       // bytes (they are the stored ones; no codec reads them before that).
       return f.reader_->ReadInto(c.offset, out);
     }
-    if (buf->size() < c.stored_bytes) buf->resize(c.stored_bytes);
-    std::span<char> stored(buf->data(), c.stored_bytes);
-    SPOT_RETURN_IF_ERROR(f.reader_->ReadInto(c.offset, stored));
-    if (Checksum({stored.data(), stored.size()}) != c.checksum) {
+    SPOT_ASSIGN_OR_RETURN(std::string_view stored,
+                          StoredBytes(*f.reader_, c.offset, c.stored_bytes, buf));
+    if (Checksum(stored) != c.checksum) {
       return fail(fmt::format("chunk {} checksum mismatch", k));
     }
-    Status st = codec.Decode(e.codec, e.dtype, {stored.data(), stored.size()}, out);
+    Status st = codec.Decode(e.codec, e.dtype, stored, out);
     if (!st.ok()) return fail(fmt::format("chunk {}: {}", k, st.message()));
     return Status::Ok();
   }

@@ -18,7 +18,9 @@
 #include <utility>
 #include <vector>
 
+#include "ckpt/blob_store.h"
 #include "ckpt/format_test_util.h"
+#include "core/temp_dir.h"
 
 namespace spot::ckpt {
 namespace {
@@ -633,6 +635,67 @@ TEST(FormatTest, ReadAllDecodesIntoShareableMemory) {
   for (size_t i = 0; i < kept.size(); ++i) {
     const Record& r = ref.records()[i % ref.records().size()];
     EXPECT_EQ(kept[i].second, r.data) << r.name;
+  }
+}
+
+// A directory's files of kMapMinBytes and more are read through a mapping
+// of the file instead of into a buffer: the same bytes, the same checks.
+TEST(FormatTest, MappedFilesDecodeAndRejectDamageAsReadFilesDo) {
+  auto tmp = TempDir::Create("format-mapped");
+  ASSERT_TRUE(tmp.ok()) << tmp.status().ToString();
+  auto opened = DirectoryBlobStore::Open(tmp->path().string());
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  DirectoryBlobStore& store = **opened;
+  ChunkCodec codec;
+  Container c = Make(SampleSpecs(/*big=*/true), 5), ref;  // a record of three chunks
+  ASSERT_TRUE(WriteTo(store, "v", c, CodecPlan{}, &ref, 1, -1, codec).ok());
+  auto bytes = store.Read("v");
+  ASSERT_TRUE(bytes.ok());
+  ASSERT_GE(bytes->size(), kMapMinBytes);
+  auto reader = store.OpenReader("v");
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ((*reader)->mapped(), *bytes);
+
+  auto f = CheckpointFile::Open(store, "v");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  for (int threads : {1, 2}) {
+    auto got = f->ReadAll(nullptr, codec, threads);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ExpectSame(*got, ref, fmt::format("{} threads", threads));
+  }
+  for (size_t i = 0; i < f->records().size(); ++i) {
+    std::string out(f->records()[i].raw_bytes, '\0');
+    ASSERT_TRUE(f->ReadRecord(i, std::span<char>(out), codec).ok()) << f->records()[i].name;
+    EXPECT_EQ(out, ref.records()[i].data) << f->records()[i].name;
+  }
+
+  // Each chunk of the large record damaged on disk in turn.
+  size_t big = f->records().size();
+  for (size_t i = 0; i < f->records().size(); ++i) {
+    if (f->records()[i].name == "model/big") big = i;
+  }
+  ASSERT_LT(big, f->records().size());
+  const RecordEntry& e = f->records()[big];
+  ASSERT_EQ(e.chunks.size(), 3u);
+  for (size_t k = 0; k < e.chunks.size(); ++k) {
+    std::string damaged = *bytes;
+    const size_t at = e.chunks[k].offset + e.chunks[k].stored_bytes / 2;
+    damaged[at] = static_cast<char>(damaged[at] ^ 0x20);
+    ASSERT_TRUE(store.Put("d", damaged).ok());
+    auto d = CheckpointFile::Open(store, "d");
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    const std::string want =
+        f->StoredRaw(e, k) ? std::string("decoded bytes do not match") : fmt::format("chunk {}", k);
+    for (int threads : {1, 2}) {
+      auto got = d->ReadAll(nullptr, codec, threads);
+      ASSERT_FALSE(got.ok()) << "chunk " << k;
+      EXPECT_EQ(got.status().code(), StatusCode::kDataLoss);
+      EXPECT_NE(got.status().message().find(want), std::string::npos) << got.status().message();
+    }
+    std::string out(e.raw_bytes, '\0');
+    Status one = d->ReadRecord(big, std::span<char>(out), codec);
+    EXPECT_EQ(one.code(), StatusCode::kDataLoss);
+    EXPECT_NE(one.message().find(want), std::string::npos) << one.message();
   }
 }
 

@@ -207,7 +207,7 @@ inline void ExpectWithinQ8Bound(DType t, std::string_view want, std::string_view
   }
 }
 
-inline Result<WrittenFile> WriteTo(MemoryBlobStore& store, const std::string& name, Container& c,
+inline Result<WrittenFile> WriteTo(BlobStore& store, const std::string& name, Container& c,
                                    const CodecPlan& plan, Container* reference, int64_t id,
                                    int64_t base_id, ChunkCodec& codec) {
   SPOT_ASSIGN_OR_RETURN(std::unique_ptr<BlobWriter> w, store.Create(name));

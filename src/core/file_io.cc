@@ -1,6 +1,7 @@
 #include "core/file_io.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace spot {
@@ -228,20 +230,41 @@ Result<ReadOnlyFile> ReadOnlyFile::Open(const std::string& path) {
 }
 
 ReadOnlyFile::ReadOnlyFile(ReadOnlyFile&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)), size_(o.size_), path_(std::move(o.path_)) {}
+    : fd_(std::exchange(o.fd_, -1)),
+      size_(o.size_),
+      path_(std::move(o.path_)),
+      map_(std::exchange(o.map_, nullptr)) {}
 
 ReadOnlyFile& ReadOnlyFile::operator=(ReadOnlyFile&& o) noexcept {
   if (this != &o) {
+    Unmap();
     if (fd_ >= 0) ::close(fd_);
     fd_ = std::exchange(o.fd_, -1);
     size_ = o.size_;
     path_ = std::move(o.path_);
+    map_ = std::exchange(o.map_, nullptr);
   }
   return *this;
 }
 
 ReadOnlyFile::~ReadOnlyFile() {
+  Unmap();
   if (fd_ >= 0) ::close(fd_);
+}
+
+bool ReadOnlyFile::Map() {
+  if (map_ != nullptr) return true;
+  if (fd_ < 0 || size_ == 0 || size_ > std::numeric_limits<size_t>::max()) return false;
+  void* p = ::mmap(nullptr, static_cast<size_t>(size_), PROT_READ, MAP_SHARED, fd_, 0);
+  if (p == MAP_FAILED) return false;
+  map_ = static_cast<const char*>(p);
+  return true;
+}
+
+void ReadOnlyFile::Unmap() {
+  if (map_ == nullptr) return;
+  ::munmap(const_cast<char*>(map_), static_cast<size_t>(size_));
+  map_ = nullptr;
 }
 
 Status ReadOnlyFile::ReadAt(uint64_t offset, std::span<char> dst) const {

@@ -95,12 +95,23 @@ class ReadOnlyFile {
   uint64_t size() const { return size_; }  // when it was opened
   const std::string& path() const { return path_; }
 
+  // Maps the whole file read-only (the page cache's own pages: reading them
+  // copies nothing), once; false where the kernel refuses (then read with
+  // ReadAt). Not safe to call while another thread reads mapped(). The file
+  // must not shrink while mapped, or a read past its new end raises SIGBUS:
+  // only for files that are never rewritten in place.
+  bool Map();
+  // The mapping (size() bytes), or empty before Map() or where it failed.
+  std::string_view mapped() const { return {map_, map_ == nullptr ? 0 : size_}; }
+
  private:
   ReadOnlyFile(int fd, uint64_t size, std::string path)
       : fd_(fd), size_(size), path_(std::move(path)) {}
+  void Unmap();
   int fd_ = -1;
   uint64_t size_ = 0;
   std::string path_;
+  const char* map_ = nullptr;
 };
 
 // Reads `dst.size()` bytes at `offset`. DataLoss when the file is shorter,

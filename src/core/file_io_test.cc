@@ -141,6 +141,36 @@ TEST_F(FileIoTest, AReadOnlyFileReadsTheFileItOpened) {
   EXPECT_EQ(std::string_view(buf, 2), "23");
 }
 
+// Mapped, a file opened once is still the file it opened: replaced or
+// removed, the mapping keeps its bytes; it moves with the object.
+TEST_F(FileIoTest, AMappedReadOnlyFileIsTheFileItOpened) {
+  const std::string path = (dir_ / "mapped").string();
+  ASSERT_TRUE(WriteFileAtomically(path, "0123456789").ok());
+  auto f = ReadOnlyFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_TRUE(f->mapped().empty());
+  ASSERT_TRUE(f->Map());
+  EXPECT_EQ(f->mapped(), "0123456789");
+  const char* first = f->mapped().data();
+  ASSERT_TRUE(f->Map());  // once
+  EXPECT_EQ(f->mapped().data(), first);
+  ASSERT_TRUE(WriteFileAtomically(path, "abc").ok());
+  std::filesystem::remove(path);
+  EXPECT_EQ(f->mapped(), "0123456789");
+  ReadOnlyFile moved = std::move(f).value();
+  EXPECT_EQ(moved.mapped(), "0123456789");
+  ReadOnlyFile assigned = std::move(moved);
+  EXPECT_EQ(assigned.mapped(), "0123456789");
+  EXPECT_TRUE(moved.mapped().empty());  // NOLINT(bugprone-use-after-move): moved from
+
+  const std::string empty = (dir_ / "empty").string();
+  ASSERT_TRUE(WriteFileAtomically(empty, "").ok());
+  auto e = ReadOnlyFile::Open(empty);
+  ASSERT_TRUE(e.ok());
+  EXPECT_FALSE(e->Map());  // nothing to map: reads go through ReadAt
+  EXPECT_TRUE(e->mapped().empty());
+}
+
 TEST_F(FileIoTest, SizeLimit) {
   const std::string path = (dir_ / "ten").string();
   ASSERT_TRUE(WriteFileAtomically(path, "0123456789").ok());
