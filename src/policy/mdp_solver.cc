@@ -73,7 +73,7 @@ class Solver {
   struct Rows {
     Row spot[2], spot_lost[2], od[2], idle;
   };
-  static constexpr int kRows = 7;
+  static constexpr int kRows = sizeof(Rows) / sizeof(Row);
 
   size_t Cell(int64_t x, int m, int s) const {
     return static_cast<size_t>((x * kModes + m) * kChainStates + s);
@@ -98,13 +98,14 @@ class Solver {
   }
   Rows RowsAt(const std::vector<double>& next, int64_t i, int64_t x) {
     Rows r;
+    int slot = 0;  // each row its own scratch in fixed_
     for (int enter = 0; enter < 2; ++enter) {
       const int64_t x1 = x + (enter ? cd_ : 0);
-      r.spot[enter] = RowAt(next, i + 1, x1, kSpot, 3 * enter);
-      r.spot_lost[enter] = RowAt(next, i + 1, x1 + half_, kIdle, 3 * enter + 1);
-      r.od[enter] = RowAt(next, i + 1, x1, kOd, 3 * enter + 2);
+      r.spot[enter] = RowAt(next, i + 1, x1, kSpot, slot++);
+      r.spot_lost[enter] = RowAt(next, i + 1, x1 + half_, kIdle, slot++);
+      r.od[enter] = RowAt(next, i + 1, x1, kOd, slot++);
     }
-    r.idle = RowAt(next, i + 1, x + g_.cells_per_step, kIdle, 6);
+    r.idle = RowAt(next, i + 1, x + g_.cells_per_step, kIdle, slot++);
     return r;
   }
   double Expect(Row row, int s) const {
