@@ -22,6 +22,9 @@ int UnitsPerTick(double gap_s, double d_s, int cap) {
   return static_cast<int>(std::min<int64_t>(g / q, cap));
 }
 
+// States are idle and each instance group past its changeover; an entry
+// lands J ticks later, or finishes the job in its last changeover tick
+// (omniscient.h says why the changeover's ticks need no states).
 class DpSolver {
  public:
   DpSolver(const FutureView& f, const JobSpec& job, int K)
@@ -30,7 +33,7 @@ class DpSolver {
     q_ = h_ / K_;
     J_ = job.changeover_hours <= 0 ? 0
                                    : static_cast<int>(std::ceil(job.changeover_hours / h_ - kEps));
-    M_ = 1 + (Z_ + 1) * (J_ + 1);
+    M_ = Z_ + 2;
     S_ = static_cast<int>(std::floor((job.deadline_hours - job.compute_hours) / q_ + kEps));
     T_ = static_cast<int64_t>(std::ceil(job.deadline_hours / h_ - kEps));
     T_ = std::min<int64_t>(T_, f.zones[0]->ticks() - f.start_tick);
@@ -40,18 +43,23 @@ class DpSolver {
       work_.push_back(h_ - c);
       lost_.push_back(K_ - static_cast<int>(std::ceil((h_ - c) / q_ - kEps)));
     }
+    // Deficit units from entering to phase J, and before the last changeover tick.
+    for (int j = 0; j < J_; ++j) land_lost_ += lost_[j];
+    pre_lost_ = J_ > 0 ? land_lost_ - lost_[J_ - 1] : 0;
   }
 
   int modes() const { return M_; }
-  int64_t TableBytes() const { return std::max<int64_t>(T_, 0) * M_ * (S_ + 1); }
+  // The back-pointer table and the ring of layers.
+  int64_t TableBytes() const {
+    return (std::max<int64_t>(T_, 0) + Ring() * int64_t{sizeof(double)}) * M_ * (S_ + 1);
+  }
   OmniscientPlan Solve();
 
  private:
-  // Mode layout: 0 idle; then group g = 1..Z (spot zone g-1), Z+1 (on-demand),
-  // each with phases 0..J.
-  int Group(int m) const { return m == 0 ? 0 : 1 + (m - 1) / (J_ + 1); }
-  int Phase(int m) const { return m == 0 ? 0 : (m - 1) % (J_ + 1); }
-  int Mode(int g, int j) const { return 1 + (g - 1) * (J_ + 1) + j; }
+  // Mode layout: 0 idle; g = 1..Z spot zone g-1 in phase J; Z+1 on-demand in phase J.
+  // A back pointer is the mode of the previous state, with kLanded set when
+  // the state is an entry's landing (the previous state is J ticks earlier).
+  static constexpr uint8_t kLanded = 0x80;
   bool SpotUp(int g, int64_t t) const {
     return f_.zones[g - 1]->available[f_.start_tick + t] >= job_.nodes;
   }
@@ -66,66 +74,117 @@ class DpSolver {
     return g == Z_ + 1 ? Placement::OnDemand() : Placement::Spot(g - 1);
   }
   // The group a mode is in after the preemptions of tick t.
-  int EffGroup(int m, int64_t t) const {
-    int g = Group(m);
-    return (g >= 1 && g <= Z_ && !SpotUp(g, t)) ? 0 : g;
+  int EffGroup(int m, int64_t t) const { return (m >= 1 && m <= Z_ && !SpotUp(m, t)) ? 0 : m; }
+  // The ring of layers: a state is relaxed at most J ticks ahead (an entry's
+  // landing), and at least one (two layers when there is no changeover).
+  int64_t Ring() const { return std::max(J_ + 1, 2); }
+  double* Layer(int64_t t) {
+    return layers_.data() + static_cast<size_t>(t % Ring()) * LayerSize();
   }
+  size_t LayerSize() const { return static_cast<size_t>(M_) * (S_ + 1); }
+  void Window(int64_t t);
   void Step(int64_t t);
-  void Run(int64_t t, int g, int j, int d, double v, int src);
-  void Relax(int64_t t, int m, int d, double v, int src);
+  void Finish(int64_t t, int g, int j, int d, double v, int64_t from, int src);
+  void Enter(int64_t t, int g, int d, double v, int src);
+  void Relax(int64_t t, int m, int d, double v, uint8_t back);
   std::vector<Placement> Backtrack() const;
 
   const FutureView& f_;
   JobSpec job_;
-  int Z_, K_, J_ = 0, M_ = 0, S_ = 0;
+  int Z_, K_, J_ = 0, M_ = 0, S_ = 0, land_lost_ = 0, pre_lost_ = 0;
   int64_t T_ = 0;
   double h_ = 0, q_ = 0;
   std::vector<double> cin_, work_;
   std::vector<int> lost_;
-  std::vector<double> cur_, next_;
-  std::vector<uint8_t> back_;  // [t + 1][m][deficit]: the mode at tick t it came from
+  std::vector<double> layers_;  // Ring() ticks of states: [t % Ring()][m][deficit]
+  std::vector<uint8_t> back_;   // [t][m][deficit]: where the state at the start of tick t came from
+  // Per group, for entries at the current tick: whether it stays up through
+  // the changeover, and the changeover's bill before its last tick.
+  std::vector<uint8_t> stays_up_;
+  std::vector<double> pre_cost_;
   double best_ = kInf;
-  int64_t best_t_ = -1;
+  int64_t best_t_ = -1, best_from_ = -1;
   int best_g_ = 0, best_src_ = 0, best_d_ = 0;
 };
 
-void DpSolver::Relax(int64_t t, int m, int d, double v, int src) {
+void DpSolver::Relax(int64_t t, int m, int d, double v, uint8_t back) {
   size_t i = static_cast<size_t>(m) * (S_ + 1) + d;
-  if (v < next_[i]) {
-    next_[i] = v;
-    back_[static_cast<size_t>(t) * M_ * (S_ + 1) + i] = static_cast<uint8_t>(src);
+  double* next = Layer(t);
+  if (v < next[i]) {
+    next[i] = v;
+    back_[static_cast<size_t>(t - 1) * LayerSize() + i] = back;
   }
 }
 
-// Runs instance group g in phase j during tick t from deficit d at cost v.
-void DpSolver::Run(int64_t t, int g, int j, int d, double v, int src) {
+// The job in group g, phase j, deficit d, value v at tick t works its last
+// hours and is done within the tick (it entered from state `src` at tick
+// `from`, the tick the schedule's last instance began).
+void DpSolver::Finish(int64_t t, int g, int j, int d, double v, int64_t from, int src) {
   double p = static_cast<double>(t * K_ - d) * q_;
-  double price = Price(g, t);
-  if (p + work_[j] >= job_.compute_hours - kEps) {
-    double left = std::max(0.0, job_.compute_hours - p);
-    double finish = t * h_ + cin_[j] + left;
-    double total = v + price * (cin_[j] + left);
-    if (finish <= job_.deadline_hours + kEps && total < best_) {
-      best_ = total, best_t_ = t, best_g_ = g, best_src_ = src, best_d_ = d;
-    }
+  double left = std::max(0.0, job_.compute_hours - p);
+  double finish = t * h_ + cin_[j] + left;
+  double total = v + Price(g, t) * (cin_[j] + left);
+  if (finish <= job_.deadline_hours + kEps && total < best_) {
+    best_ = total, best_t_ = t, best_from_ = from, best_g_ = g, best_src_ = src, best_d_ = d;
+  }
+}
+
+// Entering group g at tick t from state (src, d) of value v.
+void DpSolver::Enter(int64_t t, int g, int d, double v, int src) {
+  if (J_ == 0) {  // no changeover: the entry runs this tick, as a stay would
+    double p = static_cast<double>(t * K_ - d) * q_;
+    if (p + work_[0] >= job_.compute_hours - kEps) return Finish(t, g, 0, d, v, t, src);
+    if (d + lost_[0] <= S_) Relax(t + 1, g, d + lost_[0], v + Price(g, t) * h_, src);
     return;
   }
-  int nd = d + lost_[j];
-  if (nd <= S_) Relax(t, Mode(g, std::min(j + 1, J_)), nd, v + price * h_, src);
+  const int64_t last = t + J_ - 1;  // the changeover's last tick
+  if (last >= T_ || !stays_up_[g] || d + pre_lost_ > S_) return;
+  const double p = static_cast<double>(t * K_ - d) * q_;  // no work before the last tick
+  if (p + work_[J_ - 1] >= job_.compute_hours - kEps) {
+    return Finish(last, g, J_ - 1, d + pre_lost_, v + pre_cost_[g], t, src);
+  }
+  if (d + land_lost_ <= S_) {
+    Relax(last + 1, g, d + land_lost_, v + pre_cost_[g] + Price(g, last) * h_,
+          static_cast<uint8_t>(src | kLanded));
+  }
+}
+
+// For entries at tick t: per group, whether it is up through the changeover
+// (ticks t .. t + J - 1) and the bill of its ticks before the last.
+void DpSolver::Window(int64_t t) {
+  for (int g = 1; g <= Z_ + 1; ++g) {
+    bool up = true;
+    double cost = 0;
+    for (int k = 0; k < J_ && up; ++k) {
+      if (t + k >= T_) break;
+      if (g <= Z_ && !SpotUp(g, t + k)) up = false;
+      if (k + 1 < J_) cost += Price(g, t + k) * h_;
+    }
+    stays_up_[g] = up ? 1 : 0;
+    pre_cost_[g] = cost;
+  }
 }
 
 void DpSolver::Step(int64_t t) {
-  std::fill(next_.begin(), next_.end(), kInf);
+  double* cur = Layer(t);
+  if (J_ > 0) Window(t);
   std::vector<int> eff(M_);
   for (int m = 0; m < M_; ++m) eff[m] = EffGroup(m, t);
   for (int d = 0; d <= S_; ++d) {
     double b1 = kInf, b2 = kInf;
     int m1 = -1, m2 = -1, g1 = -1;
     for (int m = 0; m < M_; ++m) {
-      double v = cur_[static_cast<size_t>(m) * (S_ + 1) + d];
+      double v = cur[static_cast<size_t>(m) * (S_ + 1) + d];
       if (v == kInf) continue;
       int g = eff[m];
-      if (g != 0) Run(t, g, Phase(m), d, v, m);  // stay on the instance
+      if (g != 0) {  // stay on the instance, in phase J
+        double p = static_cast<double>(t * K_ - d) * q_;
+        if (p + work_[J_] >= job_.compute_hours - kEps) {
+          Finish(t, g, J_, d, v, t, m);
+        } else if (d + lost_[J_] <= S_) {
+          Relax(t + 1, g, d + lost_[J_], v + Price(g, t) * h_, static_cast<uint8_t>(m));
+        }
+      }
       if (v < b1) {
         if (g != g1) b2 = b1, m2 = m1;
         b1 = v, m1 = m, g1 = g;
@@ -134,25 +193,25 @@ void DpSolver::Step(int64_t t) {
       }
     }
     if (m1 < 0) continue;
-    if (d + K_ <= S_) Relax(t, 0, d + K_, b1, m1);  // idle
-    for (int g = 1; g <= Z_ + 1; ++g) {             // enter another instance
+    if (d + K_ <= S_) Relax(t + 1, 0, d + K_, b1, static_cast<uint8_t>(m1));  // idle
+    for (int g = 1; g <= Z_ + 1; ++g) {  // enter another instance
       if (g <= Z_ && !SpotUp(g, t)) continue;
       bool other = g1 != g;
-      if (other || m2 >= 0) Run(t, g, 0, d, other ? b1 : b2, other ? m1 : m2);
+      if (other || m2 >= 0) Enter(t, g, d, other ? b1 : b2, other ? m1 : m2);
     }
   }
-  cur_.swap(next_);
+  std::fill(cur, cur + LayerSize(), kInf);  // reused for tick t + J + 1
 }
 
 OmniscientPlan DpSolver::Solve() {
   OmniscientPlan plan;
   plan.units_per_tick = K_;
   if (S_ < 0 || T_ <= 0) return plan;
-  size_t layer = static_cast<size_t>(M_) * (S_ + 1);
-  cur_.assign(layer, kInf);
-  next_.assign(layer, kInf);
-  back_.assign(static_cast<size_t>(T_) * layer, 0);
-  cur_[0] = 0;  // idle, no deficit
+  layers_.assign(static_cast<size_t>(Ring()) * LayerSize(), kInf);
+  back_.assign(static_cast<size_t>(T_) * LayerSize(), 0);
+  stays_up_.assign(Z_ + 2, 0);
+  pre_cost_.assign(Z_ + 2, 0);
+  Layer(0)[0] = 0;  // idle, no deficit
   for (int64_t t = 0; t < T_; ++t) Step(t);
   if (best_ == kInf) return plan;
   plan.feasible = true;
@@ -164,18 +223,24 @@ OmniscientPlan DpSolver::Solve() {
 std::vector<Placement> DpSolver::Backtrack() const {
   if (best_t_ < 0) return {};
   std::vector<Placement> out(static_cast<size_t>(best_t_) + 1);
-  out[best_t_] = PlacementOf(best_g_);
-  int m = best_src_, d = best_d_;
-  for (int64_t t = best_t_; t > 0; --t) {
+  // The last instance runs from best_from_ through best_t_; before it, the
+  // state (best_src_, deficit) at the start of tick best_from_.
+  for (int64_t t = best_from_; t <= best_t_; ++t) out[t] = PlacementOf(best_g_);
+  int m = best_src_;
+  int d = best_d_ - (best_from_ < best_t_ ? pre_lost_ : 0);
+  for (int64_t t = best_from_; t > 0;) {
     // (m, d) is the state at the start of tick t; find where it came from.
     size_t i = static_cast<size_t>(m) * (S_ + 1) + d;
-    int src = back_[static_cast<size_t>(t - 1) * M_ * (S_ + 1) + i];
-    int g = Group(m), sg = EffGroup(src, t - 1);
-    out[t - 1] = PlacementOf(g);
-    if (g == 0) {
-      d -= K_;
+    uint8_t back = back_[static_cast<size_t>(t - 1) * LayerSize() + i];
+    int src = back & ~kLanded;
+    if (back & kLanded) {  // entered m at tick t - J from (src, d - land_lost_)
+      for (int64_t k = t - J_; k < t; ++k) out[k] = PlacementOf(m);
+      d -= land_lost_;
+      t -= J_;
     } else {
-      d -= lost_[sg == g ? Phase(src) : 0];
+      out[t - 1] = PlacementOf(m);
+      d -= m == 0 ? K_ : lost_[J_];
+      t -= 1;
     }
     m = src;
   }
@@ -216,8 +281,8 @@ Result<OmniscientPlan> SolveOmniscient(const FutureView& future, const JobSpec& 
   bool exact = K == UnitsPerTick(gap_s, job.changeover_hours * 3600, 1 << 30);
   for (;;) {
     DpSolver solver(future, job, K);
-    if (solver.modes() > 255) {
-      return InvalidArgumentError("omniscient: changeover spans too many ticks for the DP");
+    if (solver.modes() > 127) {
+      return InvalidArgumentError("omniscient: too many zones for the DP (at most 125)");
     }
     if (solver.TableBytes() > options.max_table_bytes && K > 1) {
       K = std::max(1, K / 2);

@@ -4,11 +4,17 @@
 // against; it cannot run live (needs_future() is true).
 //
 // Method: dynamic programming over (tick, mode, deficit). A mode is idle, or
-// an instance (spot in zone z, or on-demand) with its changeover phase j =
-// ticks since entering it, capped at J = ceil(d / g). The deficit is
-// time - progress (idle and changeover time), on a grid of q = g / K hours.
-// When g and the changeover's last partial tick are whole seconds, K makes the
-// grid exact (q = gcd of both) and the DP is the exact optimum.
+// an instance (spot in zone z, or on-demand) whose changeover is over (J =
+// ceil(d / g) ticks after entering it). The deficit is time - progress (idle
+// and changeover time), on a grid of q = g / K hours. When g and the
+// changeover's last partial tick are whole seconds, K makes the grid exact
+// (q = gcd of both) and the DP is the exact optimum.
+// The changeover's ticks are not states: all but its last make no progress
+// and bill a whole tick, as idling would for free, so leaving during them (or
+// being preempted) is dominated by having idled; an entry at tick t either
+// finishes the job in its last changeover tick or, when its zone stays up
+// through ticks t .. t + J - 1, becomes the instance's state at tick t + J.
+// Cost: O(ticks x (zones + 2) x deficits), independent of J.
 //
 // Rounding, and why the result stays a LOWER bound when the grid is coarser:
 // the work done in a tick is rounded UP to the grid (deficit rounded down), so
@@ -51,8 +57,8 @@ struct OmniscientPlan {
   std::vector<Placement> placements;  // decision per tick from the start (when feasible)
 };
 
-// Solves the job starting at future.start_tick. InvalidArgument when the
-// changeover needs more phases than the DP supports (d / g > 60).
+// Solves the job starting at future.start_tick. InvalidArgument for more
+// than 125 zones.
 Result<OmniscientPlan> SolveOmniscient(const FutureView& future, const JobSpec& job,
                                        const OmniscientOptions& options = {});
 

@@ -76,6 +76,32 @@ TEST(Omniscient, EqualsBruteForceOnTinyMarkets) {
   }
 }
 
+// The same against brute force with every shape of changeover the DP folds
+// differently (none; within one tick; exactly two ticks; a partial third
+// tick), on two zones with prices.
+TEST(Omniscient, EqualsBruteForceForEveryChangeoverShape) {
+  std::mt19937_64 rng(29);
+  for (double d : {0.0, 0.1, 1.0 / 3, 0.45}) {
+    JobSpec job{
+        .compute_hours = 0.6, .deadline_hours = 1.25, .changeover_hours = d, .ondemand_price = 3};
+    for (int trial = 0; trial < 4; ++trial) {
+      auto a = RandomTrace(rng, 600, 10, 3, 2, true);
+      auto b = RandomTrace(rng, 600, 10, 2, 1, trial % 2 == 0);
+      std::vector<const market::Trace*> zones = {&a, &b};
+      double brute = BruteForce(zones, job, 8);
+      auto plan = policy::SolveOmniscient({zones, 0}, job);
+      ASSERT_TRUE(plan.ok());
+      ASSERT_TRUE(plan->feasible);
+      EXPECT_TRUE(plan->exact);
+      EXPECT_NEAR(plan->cost, brute, 1e-9) << "d " << d << " trial " << trial;
+      auto p = policy::MakeOmniscientPolicy();
+      RunResult r = SimulateJob(*p, zones, 0, job);
+      EXPECT_NEAR(r.cost, plan->cost, 1e-9) << "d " << d << " trial " << trial;
+      EXPECT_TRUE(r.met_deadline) << "d " << d << " trial " << trial;
+    }
+  }
+}
+
 struct Market {
   double gap_s;
   int zones;
