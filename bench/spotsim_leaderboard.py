@@ -9,8 +9,9 @@ Usage: bench/spotsim_leaderboard.py [--spot build/bin/spot] [--data ../shared/da
            [--multi-zone [--mz-samples 100] [--checkpoint-gb 50] [--mz-policies LIST]]
 Writes DIR/<folder>.<protocol>.json (the command's JSON) and prints the
 leaderboard as Markdown tables, with the wall time of the whole run and
-mdp's decision time per tick against the tick (one zone, in-sample runs
-with and without it: simulation included, so an upper bound).
+mdp's decision time per tick against the tick (one zone, in-sample runs on
+one thread with and without it: simulation included, so an upper bound).
+`spot sim eval` simulates on every core; the figures do not depend on it.
 
 --multi-zone runs the multi-zone pass instead: every folder's zones of one
 instance type as ONE market (`spot sim eval --multi-zone`), time-split,
@@ -82,7 +83,7 @@ def decision_time(args):
     base = [args.spot, "sim", "eval", "--protocol", "in-sample", "--samples", str(args.samples),
             "--format", "json", "--trace", trace, "--compute-hours", "48",
             "--deadline-hours", "60", "--changeover-hours", "0.2", "--ondemand-price",
-            str(job["k"]), "--prices", os.path.join(args.data, prices)]
+            str(job["k"]), "--prices", os.path.join(args.data, prices), "--threads", "1"]
     secs = []
     for policies in ("od,up", "od,up,mdp"):
         p = subprocess.run(base + ["--policies", policies], capture_output=True, text=True)

@@ -198,18 +198,32 @@ std::shared_ptr<const MdpSolution> SolveMdp(const AvailabilityChain& chain, cons
   key.insert(key.end(),
              {chain.spot_price, job.compute_hours, job.deadline_hours, job.changeover_hours,
               job.ondemand_price, grid.step_hours, static_cast<double>(grid.cells_per_step)});
+  // Bounded: a solution is a few MB; starts of one market reuse a handful
+  // (several at once when starts are simulated on several threads), so the
+  // least recently used one goes first.
+  struct Entry {
+    std::shared_ptr<const MdpSolution> solution;
+    uint64_t used = 0;
+  };
   static std::mutex mu;
-  static std::map<std::vector<double>, std::shared_ptr<const MdpSolution>> cache;
+  static std::map<std::vector<double>, Entry> cache;
+  static uint64_t clock = 0;
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
+    if (it != cache.end()) {
+      it->second.used = ++clock;
+      return it->second.solution;
+    }
   }
   auto solution = std::make_shared<const MdpSolution>(chain, job, grid);
   std::lock_guard<std::mutex> lock(mu);
-  // Bounded: a solution is a few MB; starts of one market reuse a handful.
-  if (cache.size() >= 16) cache.clear();
-  cache.emplace(std::move(key), solution);
+  if (cache.size() >= 16) {
+    cache.erase(std::min_element(cache.begin(), cache.end(), [](const auto& a, const auto& b) {
+      return a.second.used < b.second.used;
+    }));
+  }
+  cache.insert_or_assign(std::move(key), Entry{solution, ++clock});
   return solution;
 }
 

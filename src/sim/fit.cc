@@ -1,6 +1,8 @@
 #include "sim/fit.h"
 
+#include <algorithm>
 #include <cmath>
+#include <thread>
 
 namespace spot::sim {
 namespace {
@@ -25,8 +27,11 @@ bool Better(const Candidate& a, const Candidate& b) {
 
 }  // namespace
 
-RunMemo::RunMemo(const policy::PolicyRegistry& registry, JobSpec job)
-    : registry_(registry), job_(job) {}
+RunMemo::RunMemo(const policy::PolicyRegistry& registry, JobSpec job, int threads)
+    : registry_(registry),
+      job_(job),
+      threads_(threads > 0 ? threads
+                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
 
 Result<policy::Policy*> RunMemo::Instance(const std::string& key, const std::string& policy,
                                           const policy::ParamSet& params) {
@@ -35,6 +40,38 @@ Result<policy::Policy*> RunMemo::Instance(const std::string& key, const std::str
   SPOT_ASSIGN_OR_RETURN(std::unique_ptr<policy::Policy> p,
                         registry_.Create(policy::PolicyConfig(policy, params)));
   return (instances_[key] = std::move(p)).get();
+}
+
+Status RunMemo::Simulate(const std::string& key, const std::string& policy,
+                         const policy::ParamSet& params,
+                         std::span<const market::Trace* const> zones,
+                         std::span<const std::pair<int64_t, StartRun*>> todo) {
+  const size_t n = std::min(todo.size(), static_cast<size_t>(threads_));
+  std::vector<policy::Policy*> instances;
+  for (size_t k = 0; k < n; ++k) {  // the k-th thread's own instance
+    SPOT_ASSIGN_OR_RETURN(policy::Policy * p,
+                          Instance(k == 0 ? key : key + "#" + std::to_string(k), policy, params));
+    instances.push_back(p);
+  }
+  auto run = [&](size_t k) {  // contiguous shares, in start order
+    for (size_t i = todo.size() * k / n; i < todo.size() * (k + 1) / n; ++i) {
+      RunResult r = SimulateJob(*instances[k], zones, todo[i].first, job_);
+      *todo[i].second = {.start = todo[i].first,
+                         .cost = r.cost,
+                         .od_hours = r.od_hours,
+                         .spot_hours = r.spot_hours,
+                         .met_deadline = r.met_deadline,
+                         .changeovers = r.changeovers,
+                         .preemptions = r.preemptions};
+    }
+  };
+  {
+    std::vector<std::jthread> pool;
+    for (size_t k = 1; k < n; ++k) pool.emplace_back(run, k);
+    run(0);
+  }
+  simulated_ += static_cast<int64_t>(todo.size());
+  return Status::Ok();
 }
 
 Result<std::vector<StartRun>> RunMemo::Runs(const std::string& policy,
@@ -47,34 +84,36 @@ Result<std::vector<StartRun>> RunMemo::Runs(const std::string& policy,
     valid_.insert(market);
   }
   const std::string key = ConfigKey(policy, params);
-  std::vector<StartRun> out;
-  out.reserve(starts.size());
   for (int64_t s : starts) {
-    ++asked_;
     if (s < 0 || s >= zones[0]->ticks()) {
       return InvalidArgumentError("start tick " + std::to_string(s) + " is outside " +
                                   zones[0]->name + " (0.." + std::to_string(zones[0]->ticks()) +
                                   ")");
     }
-    auto [it, fresh] = runs_.try_emplace(Key{key, market, s});
-    if (fresh) {
-      auto p = Instance(key, policy, params);
-      if (!p.ok()) {
-        runs_.erase(it);
-        return p.status();
-      }
-      RunResult r = SimulateJob(**p, zones, s, job_);
-      it->second = {.start = s,
-                    .cost = r.cost,
-                    .od_hours = r.od_hours,
-                    .spot_hours = r.spot_hours,
-                    .met_deadline = r.met_deadline,
-                    .changeovers = r.changeovers,
-                    .preemptions = r.preemptions};
-      ++simulated_;
-    }
-    out.push_back(it->second);
   }
+  std::vector<const StartRun*> slots;
+  slots.reserve(starts.size());
+  std::vector<std::pair<int64_t, StartRun*>> todo;
+  std::vector<std::map<Key, StartRun>::iterator> fresh;
+  for (int64_t s : starts) {
+    ++asked_;
+    auto [it, added] = runs_.try_emplace(Key{key, market, s});
+    if (added) {
+      todo.emplace_back(s, &it->second);
+      fresh.push_back(it);
+    }
+    slots.push_back(&it->second);
+  }
+  if (!todo.empty()) {
+    Status st = Simulate(key, policy, params, zones, todo);
+    if (!st.ok()) {
+      for (auto it : fresh) runs_.erase(it);
+      return st;
+    }
+  }
+  std::vector<StartRun> out;
+  out.reserve(slots.size());
+  for (const StartRun* r : slots) out.push_back(*r);
   return out;
 }
 

@@ -39,7 +39,11 @@ struct StartRun {
 // thread-safe.
 class RunMemo {
  public:
-  RunMemo(const policy::PolicyRegistry& registry, JobSpec job);
+  // `threads` > 1 simulates the starts a call has not seen on that many
+  // threads, each with its own instance of the policy (0: one per core).
+  // Policies start every job afresh (Policy::Start), so the runs are the same
+  // on any number of threads.
+  RunMemo(const policy::PolicyRegistry& registry, JobSpec job, int threads = 1);
 
   // The runs of `policy` with `params` from each of `starts`. NotFound for an
   // unknown policy, InvalidArgument for bad parameters, a bad market or job,
@@ -49,6 +53,7 @@ class RunMemo {
                                      std::span<const int64_t> starts);
 
   const JobSpec& job() const { return job_; }
+  int threads() const { return threads_; }
   const policy::PolicyRegistry& registry() const { return registry_; }
   int64_t simulated() const { return simulated_; }  // runs simulated (not remembered)
   int64_t asked() const { return asked_; }          // runs asked for
@@ -57,9 +62,14 @@ class RunMemo {
   using Key = std::tuple<std::string, std::vector<const market::Trace*>, int64_t>;
   Result<policy::Policy*> Instance(const std::string& key, const std::string& policy,
                                    const policy::ParamSet& params);
+  // Simulates `todo` (start, where its run goes) on up to threads_ threads.
+  Status Simulate(const std::string& key, const std::string& policy, const policy::ParamSet& params,
+                  std::span<const market::Trace* const> zones,
+                  std::span<const std::pair<int64_t, StartRun*>> todo);
 
   const policy::PolicyRegistry& registry_;
   JobSpec job_;
+  int threads_ = 1;
   std::map<Key, StartRun> runs_;
   std::map<std::string, std::unique_ptr<policy::Policy>> instances_;
   std::set<std::vector<const market::Trace*>> valid_;

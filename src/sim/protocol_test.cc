@@ -269,6 +269,52 @@ TEST(Protocol, PairedRatioPooledAndDeterministic) {
   EXPECT_EQ(circles, 3u * 3u + 3u);
 }
 
+// Starts simulated on several threads (each with its own policy instances)
+// give the runs, the fitted parameters and the intervals of one thread, for
+// the policies that carry state between ticks (mdp's chains and solutions,
+// the forecasts), on single zones and on a market of three.
+TEST(Protocol, TheFiguresDoNotDependOnTheThreads) {
+  policy::PolicyRegistry r;
+  policy::RegisterBuiltinPolicies(r);
+  std::vector<market::Trace> zones = RandomZones(3, 17);
+  std::vector<ProtocolMarket> markets;
+  for (const auto& z : zones) markets.push_back({z.name, {&z}, "random"});
+  const std::string policies[] = {"up", "hazard-up", "forecast-up", "mdp"};
+  JobSpec job{
+      .compute_hours = 24, .deadline_hours = 30, .changeover_hours = 0.2, .ondemand_price = 3};
+  std::vector<ProtocolMarket> together = {{"all", {&zones[0], &zones[1], &zones[2]}, "random"}};
+  const std::string mz[] = {"up", "mdp-zones"};
+  for (int multi = 0; multi < 2; ++multi) {
+    std::span<const ProtocolMarket> m = multi ? std::span<const ProtocolMarket>(together)
+                                              : std::span<const ProtocolMarket>(markets);
+    std::span<const std::string> p =
+        multi ? std::span<const std::string>(mz) : std::span<const std::string>(policies);
+    ProtocolOptions opt{.protocol = multi ? Protocol::kTimeSplit : Protocol::kLeaveOneOut,
+                        .sampling = {.samples = 10}};
+    opt.threads = 1;
+    auto one = RunProtocol(r, m, job, p, opt);
+    opt.threads = 3;
+    auto three = RunProtocol(r, m, job, p, opt);
+    ASSERT_TRUE(one.ok() && three.ok());
+    EXPECT_EQ(one->simulated, three->simulated);
+    ASSERT_EQ(one->markets.size(), three->markets.size());
+    for (size_t k = 0; k < one->markets.size(); ++k) {
+      for (size_t j = 0; j < p.size(); ++j) {
+        const PolicyScore &a = one->markets[k].policies[j], &b = three->markets[k].policies[j];
+        EXPECT_EQ(a.params, b.params) << p[j];
+        ASSERT_EQ(a.runs.size(), b.runs.size());
+        for (size_t i = 0; i < a.runs.size(); ++i) {
+          EXPECT_EQ(a.runs[i].cost, b.runs[i].cost) << p[j] << " start " << a.runs[i].start;
+          EXPECT_EQ(a.runs[i].changeovers, b.runs[i].changeovers);
+          EXPECT_EQ(a.runs[i].met_deadline, b.runs[i].met_deadline);
+        }
+        EXPECT_EQ(a.stats.ratio_to_up.ci.lo, b.stats.ratio_to_up.ci.lo) << p[j];
+        EXPECT_EQ(a.stats.ratio_to_up.ci.hi, b.stats.ratio_to_up.ci.hi) << p[j];
+      }
+    }
+  }
+}
+
 TEST(Protocol, BadInputIsRefused) {
   policy::PolicyRegistry r;
   policy::RegisterBuiltinPolicies(r);

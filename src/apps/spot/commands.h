@@ -178,6 +178,7 @@ struct SimArgs {
   std::string protocol;         // in-sample | loo | time-split; "" = per trace, no fitting
   int64_t start_every = 0;      // --start-every K ticks (0: --samples S evenly spaced)
   double train_fraction = 0.5;  // --train-fraction (time-split)
+  int threads = 0;              // --threads (with --protocol; 0: one per core)
   int bootstrap = 2000;         // --bootstrap resamples
   uint64_t bootstrap_seed = 1;  // --bootstrap-seed
 };

@@ -221,7 +221,8 @@ int RunProtocolEval(const policy::PolicyRegistry& reg, const std::vector<market:
   sim::ProtocolOptions opt{.protocol = *protocol,
                            .sampling = {.samples = a.samples, .every = a.start_every},
                            .train_fraction = a.train_fraction,
-                           .bootstrap = {.resamples = a.bootstrap, .seed = a.bootstrap_seed}};
+                           .bootstrap = {.resamples = a.bootstrap, .seed = a.bootstrap_seed},
+                           .threads = a.threads};
   std::unique_ptr<Progress> bar;
   std::string stage;
   auto progress = [&](const std::string& s, int64_t done, int64_t total) {
@@ -320,6 +321,11 @@ CLI::App* AddSimCommand(CLI::App& app, SimArgs* a) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   eval->add_option("--bootstrap-seed", a->bootstrap_seed, "Seed of the bootstrap")
+      ->capture_default_str();
+  eval->add_option("--threads", a->threads,
+                   "With --protocol: simulation threads (0: one per core); the figures do not "
+                   "depend on it")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   eval->add_flag("--runs", a->runs,
                  "With --protocol and --format json: list every scored start's run (start tick, "
