@@ -7,6 +7,10 @@
 namespace spot::sim {
 namespace {
 
+// Each thread holds its own policy instances, and the omniscient DP's table
+// may take up to 1 GiB per instance while it solves: the default stays at 8.
+constexpr unsigned kMaxDefaultThreads = 8;
+
 std::string ConfigKey(const std::string& policy, const policy::ParamSet& params) {
   return policy + "{" + policy::FormatParams(params) + "}";
 }
@@ -31,7 +35,8 @@ RunMemo::RunMemo(const policy::PolicyRegistry& registry, JobSpec job, int thread
     : registry_(registry),
       job_(job),
       threads_(threads > 0 ? threads
-                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
+                           : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u,
+                                                         kMaxDefaultThreads))) {}
 
 Result<policy::Policy*> RunMemo::Instance(const std::string& key, const std::string& policy,
                                           const policy::ParamSet& params) {

@@ -40,7 +40,8 @@ struct StartRun {
 class RunMemo {
  public:
   // `threads` > 1 simulates the starts a call has not seen on that many
-  // threads, each with its own instance of the policy (0: one per core).
+  // threads, each with its own instance of the policy (0: one per core, at
+  // most 8).
   // Policies start every job afresh (Policy::Start), so the runs are the same
   // on any number of threads.
   RunMemo(const policy::PolicyRegistry& registry, JobSpec job, int threads = 1);

@@ -56,7 +56,7 @@ struct ProtocolOptions {
   StartSampling sampling;
   double train_fraction = 0.5;  // time-split: share of each trace fitted on, in (0, 1)
   BootstrapOptions bootstrap;
-  int threads = 0;  // simulation threads (0: one per core); figures do not depend on it
+  int threads = 0;  // simulation threads (0: one per core, at most 8); figures do not depend on it
 };
 
 // A market of the protocol: one zone, or several zones as one market.

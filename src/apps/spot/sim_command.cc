@@ -323,9 +323,9 @@ CLI::App* AddSimCommand(CLI::App& app, SimArgs* a) {
   eval->add_option("--bootstrap-seed", a->bootstrap_seed, "Seed of the bootstrap")
       ->capture_default_str();
   eval->add_option("--threads", a->threads,
-                   "With --protocol: simulation threads (0: one per core); the figures do not "
-                   "depend on it")
-      ->check(CLI::NonNegativeNumber)
+                   "With --protocol: simulation threads (0: one per core, at most 8); the "
+                   "figures do not depend on it")
+      ->check(CLI::Range(0, 256))
       ->capture_default_str();
   eval->add_flag("--runs", a->runs,
                  "With --protocol and --format json: list every scored start's run (start tick, "
