@@ -4,6 +4,10 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <string>
+#include <vector>
+
+#include "fleet/migration.h"
 
 namespace spot::policy {
 namespace {
@@ -24,7 +28,9 @@ int UnitsPerTick(double gap_s, double d_s, int cap) {
 
 // States are idle and each instance group past its changeover; an entry
 // lands J ticks later, or finishes the job in its last changeover tick
-// (omniscient.h says why the changeover's ticks need no states).
+// (omniscient.h says why the changeover's ticks need no states). When moves
+// between regions cost money, idle and on-demand states also carry the zone
+// the job's state is in (a slot: none yet, or zone z), as the simulator does.
 class DpSolver {
  public:
   DpSolver(const FutureView& f, const JobSpec& job, int K)
@@ -33,7 +39,25 @@ class DpSolver {
     q_ = h_ / K_;
     J_ = job.changeover_hours <= 0 ? 0
                                    : static_cast<int>(std::ceil(job.changeover_hours / h_ - kEps));
-    M_ = Z_ + 2;
+    std::vector<std::string> regions;
+    for (const market::Trace* z : f.zones) regions.push_back(fleet::RegionOf(z->pool));
+    auto usd = fleet::MigrationMatrix(regions, job.checkpoint_gb, job.egress);
+    if (usd.ok()) move_ = std::move(usd).value();
+    // A move through a third region never costs less than the direct one in
+    // the DP (shortest paths): that is what lets it forget a changeover cut
+    // short. Where the prices say otherwise the DP charges the cheaper path,
+    // which keeps it a lower bound, no longer exact.
+    for (int k = 0; k < Z_; ++k) {
+      for (int i = 0; i < Z_; ++i) {
+        for (int j = 0; j < Z_; ++j) {
+          const double via = move_[i * Z_ + k] + move_[k * Z_ + j];
+          if (via < move_[i * Z_ + j] - 1e-12) move_[i * Z_ + j] = via, shortened_ = true;
+        }
+      }
+    }
+    const bool moves = std::any_of(move_.begin(), move_.end(), [](double x) { return x > 0; });
+    R_ = moves ? Z_ + 1 : 1;
+    M_ = 2 * R_ + Z_;
     S_ = static_cast<int>(std::floor((job.deadline_hours - job.compute_hours) / q_ + kEps));
     T_ = static_cast<int64_t>(std::ceil(job.deadline_hours / h_ - kEps));
     T_ = std::min<int64_t>(T_, f.zones[0]->ticks() - f.start_tick);
@@ -49,6 +73,8 @@ class DpSolver {
   }
 
   int modes() const { return M_; }
+  // Some move was priced through a third region (the bound is not exact).
+  bool shortened() const { return shortened_; }
   // The back-pointer table and the ring of layers.
   int64_t TableBytes() const {
     return (std::max<int64_t>(T_, 0) + Ring() * int64_t{sizeof(double)}) * M_ * (S_ + 1);
@@ -56,10 +82,23 @@ class DpSolver {
   OmniscientPlan Solve();
 
  private:
-  // Mode layout: 0 idle; g = 1..Z spot zone g-1 in phase J; Z+1 on-demand in phase J.
+  // Mode layout: idle in slot s (0..R-1), then spot zone z (R + z), then
+  // on-demand in slot s (R + Z + s), instances in phase J. Slot 0 is "no
+  // state anywhere yet", slot 1 + z "state in zone z" (one slot when moves
+  // are free). A group is 0 idle, z + 1 spot zone z, Z + 1 on-demand.
   // A back pointer is the mode of the previous state, with kLanded set when
   // the state is an entry's landing (the previous state is J ticks earlier).
   static constexpr uint8_t kLanded = 0x80;
+  int Idle(int s) const { return s; }
+  int Spot(int z) const { return R_ + z; }
+  int Od(int s) const { return R_ + Z_ + s; }
+  int GroupOf(int m) const { return m < R_ ? 0 : m < R_ + Z_ ? m - R_ + 1 : Z_ + 1; }
+  int SpotSlot(int z) const { return R_ > 1 ? 1 + z : 0; }
+  int SlotOf(int m) const { return m < R_ ? m : m < R_ + Z_ ? SpotSlot(m - R_) : m - R_ - Z_; }
+  // $ of entering spot zone z with the job's state in slot s.
+  double Move(int s, int z) const {
+    return s == 0 ? 0 : move_[static_cast<size_t>(s - 1) * Z_ + z];
+  }
   bool SpotUp(int g, int64_t t) const {
     return f_.zones[g - 1]->available[f_.start_tick + t] >= job_.nodes;
   }
@@ -74,7 +113,10 @@ class DpSolver {
     return g == Z_ + 1 ? Placement::OnDemand() : Placement::Spot(g - 1);
   }
   // The group a mode is in after the preemptions of tick t.
-  int EffGroup(int m, int64_t t) const { return (m >= 1 && m <= Z_ && !SpotUp(m, t)) ? 0 : m; }
+  int EffGroup(int m, int64_t t) const {
+    const int g = GroupOf(m);
+    return (g >= 1 && g <= Z_ && !SpotUp(g, t)) ? 0 : g;
+  }
   // The ring of layers: a state is relaxed at most J ticks ahead (an entry's
   // landing), and at least one (two layers when there is no changeover).
   int64_t Ring() const { return std::max(J_ + 1, 2); }
@@ -85,13 +127,15 @@ class DpSolver {
   void Window(int64_t t);
   void Step(int64_t t);
   void Finish(int64_t t, int g, int j, int d, double v, int64_t from, int src);
-  void Enter(int64_t t, int g, int d, double v, int src);
+  void Enter(int64_t t, int g, int mode, int d, double v, int src);
   void Relax(int64_t t, int m, int d, double v, uint8_t back);
   std::vector<Placement> Backtrack() const;
 
   const FutureView& f_;
   JobSpec job_;
-  int Z_, K_, J_ = 0, M_ = 0, S_ = 0, land_lost_ = 0, pre_lost_ = 0;
+  int Z_, K_, J_ = 0, R_ = 1, M_ = 0, S_ = 0, land_lost_ = 0, pre_lost_ = 0;
+  std::vector<double> move_;  // zones x zones: $ of a move (row: from)
+  bool shortened_ = false;
   int64_t T_ = 0;
   double h_ = 0, q_ = 0;
   std::vector<double> cin_, work_;
@@ -129,12 +173,13 @@ void DpSolver::Finish(int64_t t, int g, int j, int d, double v, int64_t from, in
   }
 }
 
-// Entering group g at tick t from state (src, d) of value v.
-void DpSolver::Enter(int64_t t, int g, int d, double v, int src) {
+// Entering group g (as `mode`) at tick t from state (src, d) of value v,
+// the move's cost included.
+void DpSolver::Enter(int64_t t, int g, int mode, int d, double v, int src) {
   if (J_ == 0) {  // no changeover: the entry runs this tick, as a stay would
     double p = static_cast<double>(t * K_ - d) * q_;
     if (p + work_[0] >= job_.compute_hours - kEps) return Finish(t, g, 0, d, v, t, src);
-    if (d + lost_[0] <= S_) Relax(t + 1, g, d + lost_[0], v + Price(g, t) * h_, src);
+    if (d + lost_[0] <= S_) Relax(t + 1, mode, d + lost_[0], v + Price(g, t) * h_, src);
     return;
   }
   const int64_t last = t + J_ - 1;  // the changeover's last tick
@@ -144,7 +189,7 @@ void DpSolver::Enter(int64_t t, int g, int d, double v, int src) {
     return Finish(last, g, J_ - 1, d + pre_lost_, v + pre_cost_[g], t, src);
   }
   if (d + land_lost_ <= S_) {
-    Relax(last + 1, g, d + land_lost_, v + pre_cost_[g] + Price(g, last) * h_,
+    Relax(last + 1, mode, d + land_lost_, v + pre_cost_[g] + Price(g, last) * h_,
           static_cast<uint8_t>(src | kLanded));
   }
 }
@@ -170,9 +215,15 @@ void DpSolver::Step(int64_t t) {
   if (J_ > 0) Window(t);
   std::vector<int> eff(M_);
   for (int m = 0; m < M_; ++m) eff[m] = EffGroup(m, t);
+  // Per slot, the best state and the best of another group than its own.
+  struct Best {
+    double v = kInf;
+    int m = -1, g = -1;
+  };
+  std::vector<Best> b1(R_), b2(R_);
   for (int d = 0; d <= S_; ++d) {
-    double b1 = kInf, b2 = kInf;
-    int m1 = -1, m2 = -1, g1 = -1;
+    std::fill(b1.begin(), b1.end(), Best{});
+    std::fill(b2.begin(), b2.end(), Best{});
     for (int m = 0; m < M_; ++m) {
       double v = cur[static_cast<size_t>(m) * (S_ + 1) + d];
       if (v == kInf) continue;
@@ -182,22 +233,34 @@ void DpSolver::Step(int64_t t) {
         if (p + work_[J_] >= job_.compute_hours - kEps) {
           Finish(t, g, J_, d, v, t, m);
         } else if (d + lost_[J_] <= S_) {
-          Relax(t + 1, g, d + lost_[J_], v + Price(g, t) * h_, static_cast<uint8_t>(m));
+          Relax(t + 1, m, d + lost_[J_], v + Price(g, t) * h_, static_cast<uint8_t>(m));
         }
       }
-      if (v < b1) {
-        if (g != g1) b2 = b1, m2 = m1;
-        b1 = v, m1 = m, g1 = g;
-      } else if (g != g1 && v < b2) {
-        b2 = v, m2 = m;
+      Best &x = b1[SlotOf(m)], &y = b2[SlotOf(m)];
+      if (v < x.v) {
+        if (g != x.g) y = x;
+        x = {v, m, g};
+      } else if (g != x.g && v < y.v) {
+        y = {v, m, g};
       }
     }
-    if (m1 < 0) continue;
-    if (d + K_ <= S_) Relax(t + 1, 0, d + K_, b1, static_cast<uint8_t>(m1));  // idle
-    for (int g = 1; g <= Z_ + 1; ++g) {  // enter another instance
-      if (g <= Z_ && !SpotUp(g, t)) continue;
-      bool other = g1 != g;
-      if (other || m2 >= 0) Enter(t, g, d, other ? b1 : b2, other ? m1 : m2);
+    // The best state of slot s to enter group g from (not in g already).
+    auto from = [&](int s, int g) -> const Best& { return b1[s].g == g ? b2[s] : b1[s]; };
+    for (int s = 0; s < R_; ++s) {
+      if (b1[s].m < 0) continue;
+      if (d + K_ <= S_) Relax(t + 1, Idle(s), d + K_, b1[s].v, static_cast<uint8_t>(b1[s].m));
+      const Best& o = from(s, Z_ + 1);  // on-demand runs where the state is
+      if (o.m >= 0) Enter(t, Z_ + 1, Od(s), d, o.v, o.m);
+    }
+    for (int z = 0; z < Z_; ++z) {  // spot, moving the state to zone z
+      if (!SpotUp(z + 1, t)) continue;
+      double best = kInf;
+      int src = -1;
+      for (int s = 0; s < R_; ++s) {
+        const Best& o = from(s, z + 1);
+        if (o.m >= 0 && o.v + Move(s, z) < best) best = o.v + Move(s, z), src = o.m;
+      }
+      if (src >= 0) Enter(t, z + 1, Spot(z), d, best, src);
     }
   }
   std::fill(cur, cur + LayerSize(), kInf);  // reused for tick t + J + 1
@@ -211,7 +274,7 @@ OmniscientPlan DpSolver::Solve() {
   back_.assign(static_cast<size_t>(T_) * LayerSize(), 0);
   stays_up_.assign(Z_ + 2, 0);
   pre_cost_.assign(Z_ + 2, 0);
-  Layer(0)[0] = 0;  // idle, no deficit
+  Layer(0)[Idle(0) * static_cast<size_t>(S_ + 1)] = 0;  // idle, no state yet, no deficit
   for (int64_t t = 0; t < T_; ++t) Step(t);
   if (best_ == kInf) return plan;
   plan.feasible = true;
@@ -234,12 +297,12 @@ std::vector<Placement> DpSolver::Backtrack() const {
     uint8_t back = back_[static_cast<size_t>(t - 1) * LayerSize() + i];
     int src = back & ~kLanded;
     if (back & kLanded) {  // entered m at tick t - J from (src, d - land_lost_)
-      for (int64_t k = t - J_; k < t; ++k) out[k] = PlacementOf(m);
+      for (int64_t k = t - J_; k < t; ++k) out[k] = PlacementOf(GroupOf(m));
       d -= land_lost_;
       t -= J_;
     } else {
-      out[t - 1] = PlacementOf(m);
-      d -= m == 0 ? K_ : lost_[J_];
+      out[t - 1] = PlacementOf(GroupOf(m));
+      d -= GroupOf(m) == 0 ? K_ : lost_[J_];
       t -= 1;
     }
     m = src;
@@ -282,7 +345,8 @@ Result<OmniscientPlan> SolveOmniscient(const FutureView& future, const JobSpec& 
   for (;;) {
     DpSolver solver(future, job, K);
     if (solver.modes() > 127) {
-      return InvalidArgumentError("omniscient: too many zones for the DP (at most 125)");
+      return InvalidArgumentError(
+          "omniscient: too many zones for the DP (at most 41 with moves that cost, 125 without)");
     }
     if (solver.TableBytes() > options.max_table_bytes && K > 1) {
       K = std::max(1, K / 2);
@@ -290,7 +354,7 @@ Result<OmniscientPlan> SolveOmniscient(const FutureView& future, const JobSpec& 
       continue;
     }
     OmniscientPlan plan = solver.Solve();
-    plan.exact = exact;
+    plan.exact = exact && !solver.shortened();
     return plan;
   }
 }

@@ -14,7 +14,15 @@
 // being preempted) is dominated by having idled; an entry at tick t either
 // finishes the job in its last changeover tick or, when its zone stays up
 // through ticks t .. t + J - 1, becomes the instance's state at tick t + J.
-// Cost: O(ticks x (zones + 2) x deficits), independent of J.
+// Moves between regions (JobSpec::checkpoint_gb at JobSpec::egress's prices)
+// are billed as the simulator bills them, on a spot launch in another region
+// than the zone the job's state is in: when any move costs money, idle and
+// on-demand modes also carry that zone (none yet, or zone z), so the bound is
+// the optimum with moves, and its plan replayed costs exactly the bound.
+// (Moves are priced by their cheapest path through other regions; where a
+// catalog's direct price is dearer, the bound stays a bound, not exact.)
+// Cost: O(ticks x modes x deficits), independent of J; modes: zones + 2, or
+// 3 zones + 2 where moves cost.
 //
 // Rounding, and why the result stays a LOWER bound when the grid is coarser:
 // the work done in a tick is rounded UP to the grid (deficit rounded down), so
@@ -50,15 +58,15 @@ struct OmniscientOptions {
 void DeclareFields(OmniscientOptions& o, FieldVisitor& v);
 
 struct OmniscientPlan {
-  bool feasible = false;              // some schedule meets the deadline
-  bool exact = false;                 // the progress grid was exact (no rounding)
-  double cost = 0;                    // the bound: minimum cost ($) when feasible
-  int units_per_tick = 0;             // K used
+  bool feasible = false;   // some schedule meets the deadline
+  bool exact = false;      // the progress grid was exact (no rounding), every move priced as billed
+  double cost = 0;         // the bound: minimum cost ($) when feasible
+  int units_per_tick = 0;  // K used
   std::vector<Placement> placements;  // decision per tick from the start (when feasible)
 };
 
 // Solves the job starting at future.start_tick. InvalidArgument for more
-// than 125 zones.
+// than 125 zones (41 where moves cost).
 Result<OmniscientPlan> SolveOmniscient(const FutureView& future, const JobSpec& job,
                                        const OmniscientOptions& options = {});
 
