@@ -33,30 +33,15 @@ int UnitsPerTick(double gap_s, double d_s, int cap) {
 // the job's state is in (a slot: none yet, or zone z), as the simulator does.
 class DpSolver {
  public:
-  DpSolver(const FutureView& f, const JobSpec& job, int K)
-      : f_(f), job_(job), Z_(static_cast<int>(f.zones.size())), K_(K) {
+  // `moves`: zones x zones, $ of a move (row: from), by the cheapest path.
+  DpSolver(const FutureView& f, const JobSpec& job, int K, const std::vector<double>& moves)
+      : f_(f), job_(job), Z_(static_cast<int>(f.zones.size())), K_(K), move_(moves) {
     h_ = f.zones[0]->gap_seconds / 3600.0;
     q_ = h_ / K_;
     J_ = job.changeover_hours <= 0 ? 0
                                    : static_cast<int>(std::ceil(job.changeover_hours / h_ - kEps));
-    std::vector<std::string> regions;
-    for (const market::Trace* z : f.zones) regions.push_back(fleet::RegionOf(z->pool));
-    auto usd = fleet::MigrationMatrix(regions, job.checkpoint_gb, job.egress);
-    if (usd.ok()) move_ = std::move(usd).value();
-    // A move through a third region never costs less than the direct one in
-    // the DP (shortest paths): that is what lets it forget a changeover cut
-    // short. Where the prices say otherwise the DP charges the cheaper path,
-    // which keeps it a lower bound, no longer exact.
-    for (int k = 0; k < Z_; ++k) {
-      for (int i = 0; i < Z_; ++i) {
-        for (int j = 0; j < Z_; ++j) {
-          const double via = move_[i * Z_ + k] + move_[k * Z_ + j];
-          if (via < move_[i * Z_ + j] - 1e-12) move_[i * Z_ + j] = via, shortened_ = true;
-        }
-      }
-    }
-    const bool moves = std::any_of(move_.begin(), move_.end(), [](double x) { return x > 0; });
-    R_ = moves ? Z_ + 1 : 1;
+    const bool paid = std::any_of(move_.begin(), move_.end(), [](double x) { return x > 0; });
+    R_ = paid ? Z_ + 1 : 1;
     M_ = 2 * R_ + Z_;
     S_ = static_cast<int>(std::floor((job.deadline_hours - job.compute_hours) / q_ + kEps));
     T_ = static_cast<int64_t>(std::ceil(job.deadline_hours / h_ - kEps));
@@ -73,8 +58,6 @@ class DpSolver {
   }
 
   int modes() const { return M_; }
-  // Some move was priced through a third region (the bound is not exact).
-  bool shortened() const { return shortened_; }
   // The back-pointer table and the ring of layers.
   int64_t TableBytes() const {
     return (std::max<int64_t>(T_, 0) + Ring() * int64_t{sizeof(double)}) * M_ * (S_ + 1);
@@ -134,8 +117,7 @@ class DpSolver {
   const FutureView& f_;
   JobSpec job_;
   int Z_, K_, J_ = 0, R_ = 1, M_ = 0, S_ = 0, land_lost_ = 0, pre_lost_ = 0;
-  std::vector<double> move_;  // zones x zones: $ of a move (row: from)
-  bool shortened_ = false;
+  const std::vector<double>& move_;
   int64_t T_ = 0;
   double h_ = 0, q_ = 0;
   std::vector<double> cin_, work_;
@@ -310,6 +292,30 @@ std::vector<Placement> DpSolver::Backtrack() const {
   return out;
 }
 
+// The $ of moving the job's state between each pair of zones (row: from),
+// as the fleet model bills it, then by the cheapest path through other
+// zones: in the DP a move through a third region never costs less than the
+// direct one, which is what lets it forget a changeover cut short. Where the
+// prices say otherwise (`shortened`) the DP charges the cheaper path, which
+// keeps it a lower bound, no longer exact.
+Result<std::vector<double>> MoveCosts(const FutureView& f, const JobSpec& job, bool* shortened) {
+  std::vector<std::string> regions;
+  for (const market::Trace* z : f.zones) regions.push_back(fleet::RegionOf(z->pool));
+  SPOT_ASSIGN_OR_RETURN(std::vector<double> m,
+                        fleet::MigrationMatrix(regions, job.checkpoint_gb, job.egress));
+  const size_t n = regions.size();
+  *shortened = false;
+  for (size_t k = 0; k < n; ++k) {
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < n; ++j) {
+        const double via = m[i * n + k] + m[k * n + j];
+        if (via < m[i * n + j] - 1e-12) m[i * n + j] = via, *shortened = true;
+      }
+    }
+  }
+  return m;
+}
+
 class OmniscientPolicy final : public Policy {
  public:
   explicit OmniscientPolicy(OmniscientOptions o) : options_(o) {}
@@ -341,9 +347,11 @@ Result<OmniscientPlan> SolveOmniscient(const FutureView& future, const JobSpec& 
   if (future.zones.empty()) return InvalidArgumentError("omniscient: no zones");
   double gap_s = future.zones[0]->gap_seconds;
   int K = UnitsPerTick(gap_s, job.changeover_hours * 3600, options.max_units_per_tick);
-  bool exact = K == UnitsPerTick(gap_s, job.changeover_hours * 3600, 1 << 30);
+  bool shortened = false;
+  SPOT_ASSIGN_OR_RETURN(std::vector<double> moves, MoveCosts(future, job, &shortened));
+  bool exact = !shortened && K == UnitsPerTick(gap_s, job.changeover_hours * 3600, 1 << 30);
   for (;;) {
-    DpSolver solver(future, job, K);
+    DpSolver solver(future, job, K, moves);
     if (solver.modes() > 127) {
       return InvalidArgumentError(
           "omniscient: too many zones for the DP (at most 41 with moves that cost, 125 without)");
@@ -354,7 +362,7 @@ Result<OmniscientPlan> SolveOmniscient(const FutureView& future, const JobSpec& 
       continue;
     }
     OmniscientPlan plan = solver.Solve();
-    plan.exact = exact && !solver.shortened();
+    plan.exact = exact;
     return plan;
   }
 }

@@ -153,6 +153,28 @@ TEST(Omniscient, DearDirectMovesStayABound) {
   }
 }
 
+// A move between regions the egress prices do not name is refused, as the
+// simulator refuses the market.
+TEST(Omniscient, AMoveWithoutAPriceIsRefused) {
+  std::mt19937_64 rng(37);
+  fleet::EgressPrices egress;
+  auto a = RandomTrace(rng, 600, 10, 2, 1, true);
+  auto b = RandomTrace(rng, 600, 10, 2, 1, true);
+  a.pool.zone = "us-east-1a";
+  b.pool.zone = "eu-west-1a";
+  std::vector<const market::Trace*> zones = {&a, &b};
+  JobSpec job{.compute_hours = 0.6,
+              .deadline_hours = 1.25,
+              .changeover_hours = 0.1,
+              .checkpoint_gb = 50,
+              .egress = &egress};
+  auto plan = policy::SolveOmniscient({zones, 0}, job);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(plan.status().message().find("eu-west-1"), std::string::npos)
+      << plan.status().message();
+}
+
 struct Market {
   double gap_s;
   int zones;
