@@ -207,12 +207,12 @@ std::shared_ptr<const MdpSolution> SolveMdp(const AvailabilityChain& chain, cons
   };
   static std::mutex mu;
   static std::map<std::vector<double>, Entry> cache;
-  static uint64_t clock = 0;
+  static uint64_t uses = 0;
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
     if (it != cache.end()) {
-      it->second.used = ++clock;
+      it->second.used = ++uses;
       return it->second.solution;
     }
   }
@@ -223,7 +223,7 @@ std::shared_ptr<const MdpSolution> SolveMdp(const AvailabilityChain& chain, cons
       return a.second.used < b.second.used;
     }));
   }
-  cache.insert_or_assign(std::move(key), Entry{solution, ++clock});
+  cache.insert_or_assign(std::move(key), Entry{solution, ++uses});
   return solution;
 }
 

@@ -124,10 +124,12 @@ class DpSolver {
   std::vector<int> lost_;
   std::vector<double> layers_;  // Ring() ticks of states: [t % Ring()][m][deficit]
   std::vector<uint8_t> back_;   // [t][m][deficit]: where the state at the start of tick t came from
-  // Per group, for entries at the current tick: whether it stays up through
-  // the changeover, and the changeover's bill before its last tick.
-  std::vector<uint8_t> stays_up_;
-  std::vector<double> pre_cost_;
+  // Per group, at the current tick: its bill and whether it is up; for
+  // entries, whether it stays up through the changeover and the changeover's
+  // bill before its last tick and of that tick.
+  std::vector<double> bill_;
+  std::vector<uint8_t> up_, stays_up_;
+  std::vector<double> pre_cost_, last_bill_;
   double best_ = kInf;
   int64_t best_t_ = -1, best_from_ = -1;
   int best_g_ = 0, best_src_ = 0, best_d_ = 0;
@@ -161,7 +163,7 @@ void DpSolver::Enter(int64_t t, int g, int mode, int d, double v, int src) {
   if (J_ == 0) {  // no changeover: the entry runs this tick, as a stay would
     double p = static_cast<double>(t * K_ - d) * q_;
     if (p + work_[0] >= job_.compute_hours - kEps) return Finish(t, g, 0, d, v, t, src);
-    if (d + lost_[0] <= S_) Relax(t + 1, mode, d + lost_[0], v + Price(g, t) * h_, src);
+    if (d + lost_[0] <= S_) Relax(t + 1, mode, d + lost_[0], v + bill_[g], src);
     return;
   }
   const int64_t last = t + J_ - 1;  // the changeover's last tick
@@ -171,13 +173,13 @@ void DpSolver::Enter(int64_t t, int g, int mode, int d, double v, int src) {
     return Finish(last, g, J_ - 1, d + pre_lost_, v + pre_cost_[g], t, src);
   }
   if (d + land_lost_ <= S_) {
-    Relax(last + 1, mode, d + land_lost_, v + pre_cost_[g] + Price(g, last) * h_,
+    Relax(last + 1, mode, d + land_lost_, v + pre_cost_[g] + last_bill_[g],
           static_cast<uint8_t>(src | kLanded));
   }
 }
 
 // For entries at tick t: per group, whether it is up through the changeover
-// (ticks t .. t + J - 1) and the bill of its ticks before the last.
+// (ticks t .. t + J - 1), the bill of its ticks before the last and of the last.
 void DpSolver::Window(int64_t t) {
   for (int g = 1; g <= Z_ + 1; ++g) {
     bool up = true;
@@ -189,6 +191,7 @@ void DpSolver::Window(int64_t t) {
     }
     stays_up_[g] = up ? 1 : 0;
     pre_cost_[g] = cost;
+    last_bill_[g] = t + J_ - 1 < T_ ? Price(g, t + J_ - 1) * h_ : 0;
   }
 }
 
@@ -197,6 +200,10 @@ void DpSolver::Step(int64_t t) {
   if (J_ > 0) Window(t);
   std::vector<int> eff(M_);
   for (int m = 0; m < M_; ++m) eff[m] = EffGroup(m, t);
+  for (int g = 1; g <= Z_ + 1; ++g) {  // this tick's bill and availability per group
+    bill_[g] = Price(g, t) * h_;
+    up_[g] = g == Z_ + 1 || SpotUp(g, t);
+  }
   // Per slot, the best state and the best of another group than its own.
   struct Best {
     double v = kInf;
@@ -215,7 +222,7 @@ void DpSolver::Step(int64_t t) {
         if (p + work_[J_] >= job_.compute_hours - kEps) {
           Finish(t, g, J_, d, v, t, m);
         } else if (d + lost_[J_] <= S_) {
-          Relax(t + 1, m, d + lost_[J_], v + Price(g, t) * h_, static_cast<uint8_t>(m));
+          Relax(t + 1, m, d + lost_[J_], v + bill_[g], static_cast<uint8_t>(m));
         }
       }
       Best &x = b1[SlotOf(m)], &y = b2[SlotOf(m)];
@@ -235,7 +242,7 @@ void DpSolver::Step(int64_t t) {
       if (o.m >= 0) Enter(t, Z_ + 1, Od(s), d, o.v, o.m);
     }
     for (int z = 0; z < Z_; ++z) {  // spot, moving the state to zone z
-      if (!SpotUp(z + 1, t)) continue;
+      if (!up_[z + 1]) continue;
       double best = kInf;
       int src = -1;
       for (int s = 0; s < R_; ++s) {
@@ -254,8 +261,11 @@ OmniscientPlan DpSolver::Solve() {
   if (S_ < 0 || T_ <= 0) return plan;
   layers_.assign(static_cast<size_t>(Ring()) * LayerSize(), kInf);
   back_.assign(static_cast<size_t>(T_) * LayerSize(), 0);
+  bill_.assign(Z_ + 2, 0);
+  up_.assign(Z_ + 2, 0);
   stays_up_.assign(Z_ + 2, 0);
   pre_cost_.assign(Z_ + 2, 0);
+  last_bill_.assign(Z_ + 2, 0);
   Layer(0)[Idle(0) * static_cast<size_t>(S_ + 1)] = 0;  // idle, no state yet, no deficit
   for (int64_t t = 0; t < T_; ++t) Step(t);
   if (best_ == kInf) return plan;

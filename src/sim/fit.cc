@@ -50,7 +50,7 @@ Result<policy::Policy*> RunMemo::Instance(const std::string& key, const std::str
 Status RunMemo::Simulate(const std::string& key, const std::string& policy,
                          const policy::ParamSet& params,
                          std::span<const market::Trace* const> zones,
-                         std::span<const std::pair<int64_t, StartRun*>> todo) {
+                         std::span<const RunMap::iterator> todo) {
   const size_t n = std::min(todo.size(), static_cast<size_t>(threads_));
   std::vector<policy::Policy*> instances;
   for (size_t k = 0; k < n; ++k) {  // the k-th thread's own instance
@@ -60,8 +60,9 @@ Status RunMemo::Simulate(const std::string& key, const std::string& policy,
   }
   auto run = [&](size_t k) {  // contiguous shares, in start order
     for (size_t i = todo.size() * k / n; i < todo.size() * (k + 1) / n; ++i) {
-      RunResult r = SimulateJob(*instances[k], zones, todo[i].first, job_);
-      *todo[i].second = {.start = todo[i].first,
+      const int64_t start = std::get<2>(todo[i]->first);
+      RunResult r = SimulateJob(*instances[k], zones, start, job_);
+      todo[i]->second = {.start = start,
                          .cost = r.cost,
                          .od_hours = r.od_hours,
                          .spot_hours = r.spot_hours,
@@ -98,19 +99,15 @@ Result<std::vector<StartRun>> RunMemo::Runs(const std::string& policy,
   }
   std::vector<const StartRun*> slots;
   slots.reserve(starts.size());
-  std::vector<std::pair<int64_t, StartRun*>> todo;
-  std::vector<std::map<Key, StartRun>::iterator> fresh;
+  std::vector<RunMap::iterator> fresh;  // runs not simulated yet
   for (int64_t s : starts) {
     ++asked_;
     auto [it, added] = runs_.try_emplace(Key{key, market, s});
-    if (added) {
-      todo.emplace_back(s, &it->second);
-      fresh.push_back(it);
-    }
+    if (added) fresh.push_back(it);
     slots.push_back(&it->second);
   }
-  if (!todo.empty()) {
-    Status st = Simulate(key, policy, params, zones, todo);
+  if (!fresh.empty()) {
+    Status st = Simulate(key, policy, params, zones, fresh);
     if (!st.ok()) {
       for (auto it : fresh) runs_.erase(it);
       return st;

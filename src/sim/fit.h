@@ -61,17 +61,19 @@ class RunMemo {
 
  private:
   using Key = std::tuple<std::string, std::vector<const market::Trace*>, int64_t>;
+  using RunMap = std::map<Key, StartRun>;
   Result<policy::Policy*> Instance(const std::string& key, const std::string& policy,
                                    const policy::ParamSet& params);
-  // Simulates `todo` (start, where its run goes) on up to threads_ threads.
+  // Fills the runs of `todo` (entries of runs_ not simulated yet) on up to
+  // threads_ threads.
   Status Simulate(const std::string& key, const std::string& policy, const policy::ParamSet& params,
                   std::span<const market::Trace* const> zones,
-                  std::span<const std::pair<int64_t, StartRun*>> todo);
+                  std::span<const RunMap::iterator> todo);
 
   const policy::PolicyRegistry& registry_;
   JobSpec job_;
   int threads_ = 1;
-  std::map<Key, StartRun> runs_;
+  RunMap runs_;
   std::map<std::string, std::unique_ptr<policy::Policy>> instances_;
   std::set<std::vector<const market::Trace*>> valid_;
   int64_t simulated_ = 0, asked_ = 0;
