@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fleet/migration.h"
@@ -72,6 +73,7 @@ class DpSolver {
   // A back pointer is the mode of the previous state, with kLanded set when
   // the state is an entry's landing (the previous state is J ticks earlier).
   static constexpr uint8_t kLanded = 0x80;
+  static constexpr uint8_t kNone = 0xFF;  // no state (a mode is below 0x7F)
   int Idle(int s) const { return s; }
   int Spot(int z) const { return R_ + z; }
   int Od(int s) const { return R_ + Z_ + s; }
@@ -106,12 +108,19 @@ class DpSolver {
   double* Layer(int64_t t) {
     return layers_.data() + static_cast<size_t>(t % Ring()) * LayerSize();
   }
+  const double* Layer(int64_t t) const {
+    return layers_.data() + static_cast<size_t>(t % Ring()) * LayerSize();
+  }
   size_t LayerSize() const { return static_cast<size_t>(M_) * (S_ + 1); }
   void Window(int64_t t);
   void Step(int64_t t);
+  int LastFinishing(int64_t t, double w) const;
+  void Bests(int s, int a, int b);
+  void BestBut(int s, int e, int a, int b, double add, bool fold, double* v, uint8_t* m) const;
+  std::pair<double, int> BestAt(int s, int e, int d) const;
+  void RelaxRange(int64_t t, int m, int lo, int hi, int shift, const double* v, double a1,
+                  double a2, const uint8_t* from, uint8_t back);
   void Finish(int64_t t, int g, int j, int d, double v, int64_t from, int src);
-  void Enter(int64_t t, int g, int mode, int d, double v, int src);
-  void Relax(int64_t t, int m, int d, double v, uint8_t back);
   std::vector<Placement> Backtrack() const;
 
   const FutureView& f_;
@@ -130,19 +139,21 @@ class DpSolver {
   std::vector<double> bill_;
   std::vector<uint8_t> up_, stays_up_;
   std::vector<double> pre_cost_, last_bill_;
+  // At the current tick cur_t_, per slot and deficit: the best state and the
+  // best of the other modes (value, mode; Bests); per deficit, the entry
+  // being relaxed.
+  int64_t cur_t_ = 0;
+  // Per layer of the ring, the deficits that may hold a state.
+  struct Span {
+    int lo = std::numeric_limits<int>::max(), hi = -1;
+  };
+  std::vector<Span> span_;
+  std::vector<double> b1v_, b2v_, ent_v_;
+  std::vector<uint8_t> b1m_, b2m_, ent_m_;
   double best_ = kInf;
   int64_t best_t_ = -1, best_from_ = -1;
   int best_g_ = 0, best_src_ = 0, best_d_ = 0;
 };
-
-void DpSolver::Relax(int64_t t, int m, int d, double v, uint8_t back) {
-  size_t i = static_cast<size_t>(m) * (S_ + 1) + d;
-  double* next = Layer(t);
-  if (v < next[i]) {
-    next[i] = v;
-    back_[static_cast<size_t>(t - 1) * LayerSize() + i] = back;
-  }
-}
 
 // The job in group g, phase j, deficit d, value v at tick t works its last
 // hours and is done within the tick (it entered from state `src` at tick
@@ -154,27 +165,6 @@ void DpSolver::Finish(int64_t t, int g, int j, int d, double v, int64_t from, in
   double total = v + Price(g, t) * (cin_[j] + left);
   if (finish <= job_.deadline_hours + kEps && total < best_) {
     best_ = total, best_t_ = t, best_from_ = from, best_g_ = g, best_src_ = src, best_d_ = d;
-  }
-}
-
-// Entering group g (as `mode`) at tick t from state (src, d) of value v,
-// the move's cost included.
-void DpSolver::Enter(int64_t t, int g, int mode, int d, double v, int src) {
-  if (J_ == 0) {  // no changeover: the entry runs this tick, as a stay would
-    double p = static_cast<double>(t * K_ - d) * q_;
-    if (p + work_[0] >= job_.compute_hours - kEps) return Finish(t, g, 0, d, v, t, src);
-    if (d + lost_[0] <= S_) Relax(t + 1, mode, d + lost_[0], v + bill_[g], src);
-    return;
-  }
-  const int64_t last = t + J_ - 1;  // the changeover's last tick
-  if (last >= T_ || !stays_up_[g] || d + pre_lost_ > S_) return;
-  const double p = static_cast<double>(t * K_ - d) * q_;  // no work before the last tick
-  if (p + work_[J_ - 1] >= job_.compute_hours - kEps) {
-    return Finish(last, g, J_ - 1, d + pre_lost_, v + pre_cost_[g], t, src);
-  }
-  if (d + land_lost_ <= S_) {
-    Relax(last + 1, mode, d + land_lost_, v + pre_cost_[g] + last_bill_[g],
-          static_cast<uint8_t>(src | kLanded));
   }
 }
 
@@ -195,8 +185,110 @@ void DpSolver::Window(int64_t t) {
   }
 }
 
+// The last deficit (-1: none) at which a job working w hours this tick
+// finishes it: its progress (t K - d) q + w falls with d.
+int DpSolver::LastFinishing(int64_t t, double w) const {
+  auto done = [&](int64_t d) {
+    return static_cast<double>(t * K_ - d) * q_ + w >= job_.compute_hours - kEps;
+  };
+  int64_t d = static_cast<int64_t>(std::floor(t * K_ - (job_.compute_hours - w) / q_));
+  d = std::clamp<int64_t>(d, -1, S_);
+  while (d < S_ && done(d + 1)) ++d;
+  while (d >= 0 && !done(d)) --d;
+  return static_cast<int>(d);
+}
+
+// Relaxes state (m, d + shift) of tick t with v[d] + a1 + a2 for d in
+// [lo, hi], its back pointer from[d] | back (from: none, back alone).
+void DpSolver::RelaxRange(int64_t t, int m, int lo, int hi, int shift, const double* v, double a1,
+                          double a2, const uint8_t* from, uint8_t back) {
+  if (lo > hi) return;
+  Span& span = span_[t % Ring()];
+  span.lo = std::min(span.lo, lo + shift);
+  span.hi = std::max(span.hi, hi + shift);
+  double* next = Layer(t) + static_cast<size_t>(m) * (S_ + 1) + shift;
+  uint8_t* bp = back_.data() + static_cast<size_t>(t - 1) * LayerSize() +
+                static_cast<size_t>(m) * (S_ + 1) + shift;
+  if (from == nullptr) {
+    for (int d = lo; d <= hi; ++d) {
+      const double x = v[d] + a1 + a2, o = next[d];
+      bp[d] = x < o ? back : bp[d];
+      next[d] = std::min(o, x);
+    }
+    return;
+  }
+  for (int d = lo; d <= hi; ++d) {
+    const double x = v[d] + a1 + a2, o = next[d];
+    const uint8_t f = from[d] | back;
+    bp[d] = x < o ? f : bp[d];
+    next[d] = std::min(o, x);
+  }
+}
+
+// Per deficit in [a, b], the slot's best state (b1: value, mode) and the
+// best of its other modes (b2), the first in mode order on ties: the best
+// but for mode e is b1 unless b1 is e, then b2.
+void DpSolver::Bests(int s, int a, int b) {
+  const size_t n = static_cast<size_t>(S_) + 1;
+  double *xv = &b1v_[s * n], *yv = &b2v_[s * n];
+  uint8_t *xm = &b1m_[s * n], *ym = &b2m_[s * n];
+  std::fill(xv + a, xv + b + 1, kInf);
+  std::fill(yv + a, yv + b + 1, kInf);
+  std::fill(xm + a, xm + b + 1, kNone);
+  std::fill(ym + a, ym + b + 1, kNone);
+  const double* cur = Layer(cur_t_);
+  for (int k = 0; k < M_; ++k) {
+    if (SlotOf(k) != s) continue;
+    const double* v = cur + static_cast<size_t>(k) * n;
+    const uint8_t mk = static_cast<uint8_t>(k);
+    for (int d = a; d <= b; ++d) {
+      const double x = xv[d], y = yv[d];
+      const bool first = v[d] < x;
+      yv[d] = first ? x : std::min(y, v[d]);
+      ym[d] = first ? xm[d] : v[d] < y ? mk : ym[d];
+      xv[d] = std::min(x, v[d]);
+      xm[d] = first ? mk : xm[d];
+    }
+  }
+}
+
+// Into v / m for deficits [a, b]: the best state of slot s but for mode e,
+// plus `add` (the first slot of the cheapest when `fold`, else replacing).
+void DpSolver::BestBut(int s, int e, int a, int b, double add, bool fold, double* v,
+                       uint8_t* m) const {
+  const size_t n = static_cast<size_t>(S_) + 1;
+  const double *xv = &b1v_[s * n], *yv = &b2v_[s * n];
+  const uint8_t *xm = &b1m_[s * n], *ym = &b2m_[s * n];
+  for (int d = a; d <= b; ++d) {
+    const bool two = xm[d] == e;
+    const double x = (two ? yv[d] : xv[d]) + add;
+    const uint8_t k = two ? ym[d] : xm[d];
+    if (!fold) {
+      v[d] = x, m[d] = k;
+      continue;
+    }
+    m[d] = x < v[d] ? k : m[d];
+    v[d] = std::min(v[d], x);
+  }
+}
+
+// The best state of slot s but for mode e at deficit d: value and mode (-1:
+// none).
+std::pair<double, int> DpSolver::BestAt(int s, int e, int d) const {
+  const size_t i = static_cast<size_t>(s) * (S_ + 1) + d;
+  const bool two = b1m_[i] == e;
+  const uint8_t m = two ? b2m_[i] : b1m_[i];
+  return {two ? b2v_[i] : b1v_[i], m == kNone ? -1 : m};
+}
+
 void DpSolver::Step(int64_t t) {
+  cur_t_ = t;
   double* cur = Layer(t);
+  const size_t n = static_cast<size_t>(S_) + 1;
+  // Deficits [a, b] may hold a state at this tick.
+  const Span span = std::exchange(span_[t % Ring()], Span{});
+  if (span.lo > span.hi) return;
+  const int a = span.lo, b = span.hi;
   if (J_ > 0) Window(t);
   std::vector<int> eff(M_);
   for (int m = 0; m < M_; ++m) eff[m] = EffGroup(m, t);
@@ -204,55 +296,94 @@ void DpSolver::Step(int64_t t) {
     bill_[g] = Price(g, t) * h_;
     up_[g] = g == Z_ + 1 || SpotUp(g, t);
   }
-  // Per slot, the best state and the best of another group than its own.
-  struct Best {
-    double v = kInf;
-    int m = -1, g = -1;
-  };
-  std::vector<Best> b1(R_), b2(R_);
-  for (int d = 0; d <= S_; ++d) {
-    std::fill(b1.begin(), b1.end(), Best{});
-    std::fill(b2.begin(), b2.end(), Best{});
-    for (int m = 0; m < M_; ++m) {
-      double v = cur[static_cast<size_t>(m) * (S_ + 1) + d];
-      if (v == kInf) continue;
-      int g = eff[m];
-      if (g != 0) {  // stay on the instance, in phase J
-        double p = static_cast<double>(t * K_ - d) * q_;
-        if (p + work_[J_] >= job_.compute_hours - kEps) {
-          Finish(t, g, J_, d, v, t, m);
-        } else if (d + lost_[J_] <= S_) {
-          Relax(t + 1, m, d + lost_[J_], v + bill_[g], static_cast<uint8_t>(m));
-        }
-      }
-      Best &x = b1[SlotOf(m)], &y = b2[SlotOf(m)];
-      if (v < x.v) {
-        if (g != x.g) y = x;
-        x = {v, m, g};
-      } else if (g != x.g && v < y.v) {
-        y = {v, m, g};
+  // The state an entry into group g comes from is the best of its slot (for
+  // spot, of every slot with its move; the cheapest, the first slot on ties)
+  // but for the mode of g itself (spot z while up, on-demand): the first in
+  // mode order on ties, as is every choice here (the order the states were
+  // once visited in, one by one: the plans do not depend on the loops).
+  for (int s = 0; s < R_; ++s) Bests(s, a, b);
+  // Finishing: the job done within this tick, staying (fs: last deficit) or
+  // in an entry's last changeover tick (fe), in the order of the states.
+  const int fs = LastFinishing(t, work_[J_]);
+  const int fe = LastFinishing(t, work_[J_ > 0 ? J_ - 1 : 0]);
+  for (int d = a; d <= std::min(b, std::max(fs, fe)); ++d) {
+    if (d <= fs) {
+      for (int m = 0; m < M_; ++m) {
+        double v = cur[static_cast<size_t>(m) * n + d];
+        if (v != kInf && eff[m] != 0) Finish(t, eff[m], J_, d, v, t, m);
       }
     }
-    // The best state of slot s to enter group g from (not in g already).
-    auto from = [&](int s, int g) -> const Best& { return b1[s].g == g ? b2[s] : b1[s]; };
+    if (d > fe) continue;
+    auto finish_entry = [&](int g, double v, int src) {
+      if (J_ == 0) return Finish(t, g, 0, d, v, t, src);
+      if (t + J_ - 1 >= T_ || !stays_up_[g] || d + pre_lost_ > S_) return;
+      Finish(t + J_ - 1, g, J_ - 1, d + pre_lost_, v + pre_cost_[g], t, src);
+    };
     for (int s = 0; s < R_; ++s) {
-      if (b1[s].m < 0) continue;
-      if (d + K_ <= S_) Relax(t + 1, Idle(s), d + K_, b1[s].v, static_cast<uint8_t>(b1[s].m));
-      const Best& o = from(s, Z_ + 1);  // on-demand runs where the state is
-      if (o.m >= 0) Enter(t, Z_ + 1, Od(s), d, o.v, o.m);
+      auto [v, m] = BestAt(s, Od(s), d);
+      if (m >= 0) finish_entry(Z_ + 1, v, m);
     }
-    for (int z = 0; z < Z_; ++z) {  // spot, moving the state to zone z
+    for (int z = 0; z < Z_; ++z) {
       if (!up_[z + 1]) continue;
       double best = kInf;
       int src = -1;
       for (int s = 0; s < R_; ++s) {
-        const Best& o = from(s, z + 1);
-        if (o.m >= 0 && o.v + Move(s, z) < best) best = o.v + Move(s, z), src = o.m;
+        auto [v, m] = BestAt(s, Spot(z), d);
+        if (m >= 0 && v + Move(s, z) < best) best = v + Move(s, z), src = m;
       }
-      if (src >= 0) Enter(t, z + 1, Spot(z), d, best, src);
+      if (src >= 0) finish_entry(z + 1, best, src);
     }
   }
-  std::fill(cur, cur + LayerSize(), kInf);  // reused for tick t + J + 1
+  // The relaxations, each target state once per kind: entries first where
+  // they land on the next tick from a lower deficit than a stay's (one
+  // changeover tick), as the states' order has them.
+  auto stays = [&] {
+    const int hi = S_ - lost_[J_];
+    for (int m = 0; m < M_; ++m) {
+      if (eff[m] == 0) continue;
+      RelaxRange(t + 1, m, std::max(a, fs + 1), std::min(b, hi), lost_[J_],
+                 cur + static_cast<size_t>(m) * n, bill_[eff[m]], 0, nullptr,
+                 static_cast<uint8_t>(m));
+    }
+  };
+  // Relaxes the entries in ent_v_ / ent_m_ into `mode` of group g.
+  auto enter = [&](int g, int mode) {
+    if (J_ == 0) {
+      RelaxRange(t + 1, mode, std::max(a, fe + 1), std::min(b, S_ - lost_[0]), lost_[0],
+                 ent_v_.data(), bill_[g], 0, ent_m_.data(), 0);
+    } else if (t + J_ - 1 < T_ && stays_up_[g]) {
+      RelaxRange(t + J_, mode, std::max(a, fe + 1), std::min(b, S_ - land_lost_), land_lost_,
+                 ent_v_.data(), pre_cost_[g], last_bill_[g], ent_m_.data(), kLanded);
+    }
+  };
+  auto all_entries = [&] {
+    for (int s = 0; s < R_; ++s) {  // idle: from the best state of the slot
+      RelaxRange(t + 1, Idle(s), a, std::min(b, S_ - K_), K_, &b1v_[s * n], 0, 0, &b1m_[s * n], 0);
+    }
+    for (int s = 0; s < R_; ++s) {  // on-demand runs where the state is
+      BestBut(s, Od(s), a, b, 0, false, ent_v_.data(), ent_m_.data());
+      enter(Z_ + 1, Od(s));
+    }
+    for (int z = 0; z < Z_; ++z) {  // spot, moving the state to zone z
+      if (!up_[z + 1] || (J_ > 0 && (t + J_ - 1 >= T_ || !stays_up_[z + 1]))) continue;
+      std::fill(ent_v_.begin() + a, ent_v_.begin() + b + 1, kInf);
+      std::fill(ent_m_.begin() + a, ent_m_.begin() + b + 1, kNone);
+      for (int s = 0; s < R_; ++s) {
+        BestBut(s, Spot(z), a, b, Move(s, z), true, ent_v_.data(), ent_m_.data());
+      }
+      enter(z + 1, Spot(z));
+    }
+  };
+  if (J_ == 1 && land_lost_ > 0) {
+    all_entries();
+    stays();
+  } else {
+    stays();
+    all_entries();
+  }
+  for (int m = 0; m < M_; ++m) {  // reused for tick t + J + 1
+    std::fill(cur + m * n + a, cur + m * n + b + 1, kInf);
+  }
 }
 
 OmniscientPlan DpSolver::Solve() {
@@ -266,7 +397,14 @@ OmniscientPlan DpSolver::Solve() {
   stays_up_.assign(Z_ + 2, 0);
   pre_cost_.assign(Z_ + 2, 0);
   last_bill_.assign(Z_ + 2, 0);
+  const size_t n = static_cast<size_t>(S_) + 1;
+  for (auto* v : {&b1v_, &b2v_}) v->assign(R_ * n, kInf);
+  for (auto* v : {&b1m_, &b2m_}) v->assign(R_ * n, kNone);
+  ent_v_.assign(n, kInf);
+  ent_m_.assign(n, kNone);
+  span_.assign(static_cast<size_t>(Ring()), Span{});
   Layer(0)[Idle(0) * static_cast<size_t>(S_ + 1)] = 0;  // idle, no state yet, no deficit
+  span_[0] = {0, 0};
   for (int64_t t = 0; t < T_; ++t) Step(t);
   if (best_ == kInf) return plan;
   plan.feasible = true;
