@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 namespace spot::sim {
 
@@ -15,29 +19,51 @@ double Quantile(std::vector<double> v, double q) {
   return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
+int SimulationThreads(int threads) {
+  if (threads > 0) return threads;
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+}
+
 Result<PolicyStats> EvaluatePolicy(const policy::PolicyRegistry& registry, const std::string& name,
-                                   std::span<const market::Trace* const> zones,
-                                   const JobSpec& job, int samples,
-                                   const EvalProgressFn& progress) {
+                                   std::span<const market::Trace* const> zones, const JobSpec& job,
+                                   int samples, const EvalProgressFn& progress, int threads) {
   auto begin = std::chrono::steady_clock::now();
   SPOT_RETURN_IF_ERROR(ValidateMarket(zones, job));
-  SPOT_ASSIGN_OR_RETURN(std::vector<int64_t> starts,
-                        SampleStarts(zones[0]->ticks(), zones[0]->gap_seconds,
-                                     job.deadline_hours, samples));
-  SPOT_ASSIGN_OR_RETURN(std::unique_ptr<policy::Policy> p, registry.Create(name));
+  SPOT_ASSIGN_OR_RETURN(
+      std::vector<int64_t> starts,
+      SampleStarts(zones[0]->ticks(), zones[0]->gap_seconds, job.deadline_hours, samples));
+  const size_t n = std::clamp<size_t>(starts.size(), 1, SimulationThreads(threads));
+  std::vector<std::unique_ptr<policy::Policy>> instances;
+  for (size_t k = 0; k < n; ++k) {
+    SPOT_ASSIGN_OR_RETURN(std::unique_ptr<policy::Policy> p, registry.Create(name));
+    instances.push_back(std::move(p));
+  }
   PolicyStats st;
   st.policy = name;
   st.samples = samples;
+  st.runs.resize(starts.size());
+  std::mutex mu;  // the progress callback's
+  int done = 0;
+  auto run = [&](size_t k) {  // contiguous shares, in start order
+    for (size_t i = starts.size() * k / n; i < starts.size() * (k + 1) / n; ++i) {
+      st.runs[i] = SimulateJob(*instances[k], zones, starts[i], job);
+      if (!progress) continue;
+      std::lock_guard lock(mu);
+      progress(++done, samples);
+    }
+  };
+  {
+    std::vector<std::jthread> pool;
+    for (size_t k = 1; k < n; ++k) pool.emplace_back(run, k);
+    run(0);
+  }
   std::vector<double> costs;
-  for (int64_t s : starts) {
-    RunResult r = SimulateJob(*p, zones, s, job);
+  for (const RunResult& r : st.runs) {
     costs.push_back(r.cost);
     st.mean_cost += r.cost / samples;
     st.mean_spot_hours += r.spot_hours / samples;
     st.mean_od_hours += r.od_hours / samples;
     st.deadline_misses += !r.met_deadline;
-    st.runs.push_back(std::move(r));
-    if (progress) progress(static_cast<int>(st.runs.size()), samples);
   }
   st.p50_cost = Quantile(costs, 0.5);
   st.p95_cost = Quantile(costs, 0.95);

@@ -24,19 +24,27 @@ struct PolicyStats {
   int deadline_misses = 0;
   double mean_spot_hours = 0;
   double mean_od_hours = 0;
-  double seconds = 0;         // wall time of the evaluation
+  double seconds = 0;           // wall time of the evaluation
   std::vector<RunResult> runs;  // one per sample, in start order (no timelines)
 };
 
 // Called after each sample with (samples done, samples in all).
 using EvalProgressFn = std::function<void(int done, int total)>;
 
-// Runs policy `name` (fresh from `registry`) on `samples` starts of `zones`.
+// Simulation threads for a request of `threads` (0: one per core, at most 8:
+// each thread holds its own policy instances, the omniscient DP's table up to
+// 1 GiB while it solves).
+int SimulationThreads(int threads);
+
+// Runs policy `name` (fresh from `registry`) on `samples` starts of `zones`,
+// on `threads` threads (SimulationThreads), each with its own instance of the
+// policy: policies start every job afresh, so the figures do not depend on
+// the threads. `progress` is called from one thread at a time.
 // InvalidArgument for a bad market or job, NotFound for an unknown policy.
 Result<PolicyStats> EvaluatePolicy(const policy::PolicyRegistry& registry, const std::string& name,
-                                   std::span<const market::Trace* const> zones,
-                                   const JobSpec& job, int samples,
-                                   const EvalProgressFn& progress = nullptr);
+                                   std::span<const market::Trace* const> zones, const JobSpec& job,
+                                   int samples, const EvalProgressFn& progress = nullptr,
+                                   int threads = 1);
 
 // Quantile q in [0, 1] of `values` (copied and sorted; 0 when empty).
 double Quantile(std::vector<double> values, double q);

@@ -4,12 +4,10 @@
 #include <cmath>
 #include <thread>
 
+#include "sim/evaluate.h"
+
 namespace spot::sim {
 namespace {
-
-// Each thread holds its own policy instances, and the omniscient DP's table
-// may take up to 1 GiB per instance while it solves: the default stays at 8.
-constexpr unsigned kMaxDefaultThreads = 8;
 
 std::string ConfigKey(const std::string& policy, const policy::ParamSet& params) {
   return policy + "{" + policy::FormatParams(params) + "}";
@@ -32,11 +30,7 @@ bool Better(const Candidate& a, const Candidate& b) {
 }  // namespace
 
 RunMemo::RunMemo(const policy::PolicyRegistry& registry, JobSpec job, int threads)
-    : registry_(registry),
-      job_(job),
-      threads_(threads > 0 ? threads
-                           : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u,
-                                                         kMaxDefaultThreads))) {}
+    : registry_(registry), job_(job), threads_(SimulationThreads(threads)) {}
 
 Result<policy::Policy*> RunMemo::Instance(const std::string& key, const std::string& policy,
                                           const policy::ParamSet& params) {

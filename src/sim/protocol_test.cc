@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "policy/test_traces.h"
+#include "sim/evaluate.h"
 #include "sim/svg_protocol.h"
 
 namespace spot::sim {
@@ -273,6 +274,40 @@ TEST(Protocol, PairedRatioPooledAndDeterministic) {
 // give the runs, the fitted parameters and the intervals of one thread, for
 // the policies that carry state between ticks (mdp's chains and solutions,
 // the forecasts), on single zones and on a market of three.
+// `spot sim eval` without a protocol: every policy, one zone and several as
+// one market, on one thread and on three.
+TEST(Evaluate, TheFiguresDoNotDependOnTheThreads) {
+  policy::PolicyRegistry r;
+  policy::RegisterBuiltinPolicies(r);
+  std::vector<market::Trace> zones = RandomZones(3, 23);
+  JobSpec job{
+      .compute_hours = 24, .deadline_hours = 30, .changeover_hours = 0.2, .ondemand_price = 3};
+  const market::Trace* one_zone[] = {&zones[0]};
+  const market::Trace* all[] = {&zones[0], &zones[1], &zones[2]};
+  for (const std::string name : {"up", "mdp", "omniscient", "mdp-zones"}) {
+    for (std::span<const market::Trace* const> m : {std::span<const market::Trace* const>(one_zone),
+                                                    std::span<const market::Trace* const>(all)}) {
+      int calls = 0, last = 0;
+      auto a = EvaluatePolicy(r, name, m, job, 7, nullptr, 1);
+      auto b = EvaluatePolicy(
+          r, name, m, job, 7, [&](int done, int) { ++calls, last = done; }, 3);
+      ASSERT_TRUE(a.ok() && b.ok()) << name;
+      EXPECT_EQ(calls, 7);
+      EXPECT_EQ(last, 7);
+      ASSERT_EQ(a->runs.size(), 7u);
+      ASSERT_EQ(b->runs.size(), 7u);
+      for (size_t i = 0; i < a->runs.size(); ++i) {
+        EXPECT_EQ(a->runs[i].cost, b->runs[i].cost) << name << " run " << i;
+        EXPECT_EQ(a->runs[i].changeovers, b->runs[i].changeovers) << name;
+        EXPECT_EQ(a->runs[i].met_deadline, b->runs[i].met_deadline) << name;
+      }
+      EXPECT_EQ(a->mean_cost, b->mean_cost) << name;
+      EXPECT_EQ(a->p95_cost, b->p95_cost) << name;
+      EXPECT_EQ(a->deadline_misses, b->deadline_misses) << name;
+    }
+  }
+}
+
 TEST(Protocol, TheFiguresDoNotDependOnTheThreads) {
   policy::PolicyRegistry r;
   policy::RegisterBuiltinPolicies(r);

@@ -166,8 +166,9 @@ Result<std::vector<sim::PolicyStats>> EvalMarket(const policy::PolicyRegistry& r
   std::vector<sim::PolicyStats> out;
   for (const std::string& name : SplitNames(a.policies)) {
     Progress bar({.label = m.name + " " + name, .total = a.samples});
-    auto st = sim::EvaluatePolicy(reg, name, m.zones, JobOf(a), a.samples,
-                                  [&bar](int done, int) { bar.Update(done, ""); });
+    auto st = sim::EvaluatePolicy(
+        reg, name, m.zones, JobOf(a), a.samples, [&bar](int done, int) { bar.Update(done, ""); },
+        a.threads);
     if (!st.ok()) return st.status().WithContext(m.name);
     bar.Finish(fmt::format("{:.3f} s", st->seconds));
     out.push_back(std::move(st).value());
@@ -323,8 +324,8 @@ CLI::App* AddSimCommand(CLI::App& app, SimArgs* a) {
   eval->add_option("--bootstrap-seed", a->bootstrap_seed, "Seed of the bootstrap")
       ->capture_default_str();
   eval->add_option("--threads", a->threads,
-                   "With --protocol: simulation threads (0: one per core, at most 8); the "
-                   "figures do not depend on it")
+                   "Simulation threads (0: one per core, at most 8); the figures do not depend "
+                   "on it")
       ->check(CLI::Range(0, 256))
       ->capture_default_str();
   eval->add_flag("--runs", a->runs,
