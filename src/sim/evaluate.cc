@@ -5,6 +5,7 @@
 #include <cmath>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -22,6 +23,26 @@ double Quantile(std::vector<double> v, double q) {
 int SimulationThreads(int threads) {
   if (threads > 0) return threads;
   return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+}
+
+void RunInShares(size_t items, size_t shares, const std::function<void(size_t, size_t)>& run) {
+  shares = std::max<size_t>(1, shares);
+  auto share = [&](size_t k) {
+    for (size_t i = items * k / shares; i < items * (k + 1) / shares; ++i) run(k, i);
+  };
+  std::vector<size_t> left;  // shares no thread could be started for
+  {
+    std::vector<std::jthread> pool;
+    for (size_t k = 1; k < shares; ++k) {
+      try {
+        pool.emplace_back(share, k);
+      } catch (const std::system_error&) {
+        left.push_back(k);
+      }
+    }
+    share(0);
+    for (size_t k : left) share(k);
+  }
 }
 
 Result<PolicyStats> EvaluatePolicy(const policy::PolicyRegistry& registry, const std::string& name,
@@ -44,19 +65,12 @@ Result<PolicyStats> EvaluatePolicy(const policy::PolicyRegistry& registry, const
   st.runs.resize(starts.size());
   std::mutex mu;  // the progress callback's
   int done = 0;
-  auto run = [&](size_t k) {  // contiguous shares, in start order
-    for (size_t i = starts.size() * k / n; i < starts.size() * (k + 1) / n; ++i) {
-      st.runs[i] = SimulateJob(*instances[k], zones, starts[i], job);
-      if (!progress) continue;
-      std::lock_guard lock(mu);
-      progress(++done, samples);
-    }
-  };
-  {
-    std::vector<std::jthread> pool;
-    for (size_t k = 1; k < n; ++k) pool.emplace_back(run, k);
-    run(0);
-  }
+  RunInShares(starts.size(), n, [&](size_t k, size_t i) {
+    st.runs[i] = SimulateJob(*instances[k], zones, starts[i], job);
+    if (!progress) return;
+    std::lock_guard lock(mu);
+    progress(++done, samples);
+  });
   std::vector<double> costs;
   for (const RunResult& r : st.runs) {
     costs.push_back(r.cost);

@@ -36,6 +36,12 @@ using EvalProgressFn = std::function<void(int done, int total)>;
 // 1 GiB while it solves).
 int SimulationThreads(int threads);
 
+// Calls run(share, item) for every item in [0, items), split in `shares`
+// contiguous shares in item order, each share on a thread of its own (share
+// 0 on the caller's; a share whose thread cannot be started runs on the
+// caller's after it). Returns when all have run.
+void RunInShares(size_t items, size_t shares, const std::function<void(size_t, size_t)>& run);
+
 // Runs policy `name` (fresh from `registry`) on `samples` starts of `zones`,
 // on `threads` threads (SimulationThreads), each with its own instance of the
 // policy: policies start every job afresh, so the figures do not depend on

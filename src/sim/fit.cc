@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
 #include "sim/evaluate.h"
 
@@ -52,24 +51,17 @@ Status RunMemo::Simulate(const std::string& key, const std::string& policy,
                           Instance(k == 0 ? key : key + "#" + std::to_string(k), policy, params));
     instances.push_back(p);
   }
-  auto run = [&](size_t k) {  // contiguous shares, in start order
-    for (size_t i = todo.size() * k / n; i < todo.size() * (k + 1) / n; ++i) {
-      const int64_t start = std::get<2>(todo[i]->first);
-      RunResult r = SimulateJob(*instances[k], zones, start, job_);
-      todo[i]->second = {.start = start,
-                         .cost = r.cost,
-                         .od_hours = r.od_hours,
-                         .spot_hours = r.spot_hours,
-                         .met_deadline = r.met_deadline,
-                         .changeovers = r.changeovers,
-                         .preemptions = r.preemptions};
-    }
-  };
-  {
-    std::vector<std::jthread> pool;
-    for (size_t k = 1; k < n; ++k) pool.emplace_back(run, k);
-    run(0);
-  }
+  RunInShares(todo.size(), n, [&](size_t k, size_t i) {
+    const int64_t start = std::get<2>(todo[i]->first);
+    RunResult r = SimulateJob(*instances[k], zones, start, job_);
+    todo[i]->second = {.start = start,
+                       .cost = r.cost,
+                       .od_hours = r.od_hours,
+                       .spot_hours = r.spot_hours,
+                       .met_deadline = r.met_deadline,
+                       .changeovers = r.changeovers,
+                       .preemptions = r.preemptions};
+  });
   simulated_ += static_cast<int64_t>(todo.size());
   return Status::Ok();
 }
