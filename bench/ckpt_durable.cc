@@ -5,6 +5,7 @@
 // never overlap.
 #include "ckpt_durable.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <malloc.h>
 #include <torch/serialize.h>
@@ -112,17 +113,34 @@ Status Restart(ArmRun* a) {
   return Status::Ok();
 }
 
+// Drops the files under `dir` from the page cache (their pages are clean:
+// the stores fsync what they write, and the caller syncs), as a new machine
+// reading the durable tier finds them.
+Status DropFromPageCache(const std::string& dir) {
+  for (const fs::directory_entry& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return InternalError(fmt::format("{}: cannot open", e.path().string()));
+    const int rc = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+    if (rc != 0) return InternalError(fmt::format("{}: posix_fadvise failed", e.path().string()));
+  }
+  return Status::Ok();
+}
+
 // LoadNewestValid into the model + RestoreTrainState, timed, from a store
-// whose local tier is empty; checked against `want`.
+// whose local tier is empty; checked against `want`. `cold`: the durable
+// tier's files dropped from the page cache first.
 Status TimedRestore(Subject& s, const ckpt::TensorPlacement& into_model, const Fingerprint& want,
-                    ckpt::Container* scratch, ArmRun* a) {
+                    ckpt::Container* scratch, bool cold, ArmRun* a) {
   s.Scramble();
+  if (cold) SPOT_RETURN_IF_ERROR(DropFromPageCache(a->durable_dir));
   const auto t0 = Clock::now();
   {
     SPOT_ASSIGN_OR_RETURN(
         ckpt::CheckpointStore::Loaded l,
         a->store->LoadNewestValid(std::numeric_limits<int64_t>::max(), into_model.place()));
-    a->fig.load_s.push_back(Since(t0));
+    (cold ? a->fig.cold_load_s : a->fig.load_s).push_back(Since(t0));
     if (l.info.id != a->parent || !l.skipped.empty() ||
         l.info.tiers != std::vector<ckpt::Tier>{ckpt::Tier::kDurable}) {
       return InternalError(fmt::format(
@@ -135,17 +153,20 @@ Status TimedRestore(Subject& s, const ckpt::TensorPlacement& into_model, const F
     a->fig.restored_depth = l.info.chain_depth;
     SPOT_RETURN_IF_ERROR(s.Restore(l.container));
   }
-  a->fig.restore_s.push_back(Since(t0));
+  (cold ? a->fig.cold_restore_s : a->fig.restore_s).push_back(Since(t0));
   SPOT_ASSIGN_OR_RETURN(Fingerprint got, TakeFingerprint(s, scratch));
   return CheckSame(want, got, "restarting from the durable tier, " + a->what());
 }
 
-// torch::load of files torch::save wrote of the same state, timed; checked
-// against `want` (parameters, buffers and Adam state: all torch::save holds).
-Status TimedTorchLoad(Subject& s, const std::string& model_pt, const std::string& optim_pt,
-                      const Fingerprint& want, ckpt::Container* scratch, std::vector<double>* out) {
+// torch::load of files torch::save wrote of the same state (in `dir`),
+// timed; checked against `want` (parameters, buffers and Adam state: all
+// torch::save holds). `cold`: the files dropped from the page cache first.
+Status TimedTorchLoad(Subject& s, const std::string& dir, const Fingerprint& want,
+                      ckpt::Container* scratch, bool cold, std::vector<double>* out) {
+  const std::string model_pt = dir + "/model.pt", optim_pt = dir + "/optimizer.pt";
   const train::TrainerCounters counters = s.counters;
   s.Scramble();
+  if (cold) SPOT_RETURN_IF_ERROR(DropFromPageCache(dir));
   const auto t0 = Clock::now();
   torch::load(s.model, model_pt);
   torch::load(*s.optimizer, optim_pt);
@@ -214,21 +235,26 @@ Result<DurableFigures> MeasureDurableRestart(Subject& s, const CkptBenchOptions&
   states.clear();
   SPOT_ASSIGN_OR_RETURN(Fingerprint now, TakeFingerprint(s, &scratch));
   SPOT_RETURN_IF_ERROR(CheckSame(want, now, "the newest state, restored before its save"));
-  fs::create_directories(dir + "/torch");
-  const std::string model_pt = dir + "/torch/model.pt", optim_pt = dir + "/torch/optimizer.pt";
-  torch::save(s.model, model_pt);
-  torch::save(*s.optimizer, optim_pt);
+  const std::string torch_dir = dir + "/torch";
+  fs::create_directories(torch_dir);
+  torch::save(s.model, torch_dir + "/model.pt");
+  torch::save(*s.optimizer, torch_dir + "/optimizer.pt");
+  ::sync();  // every file clean, so the cold reps can drop them from the page cache
 
   DurableFigures f;
   ckpt::TensorPlacement into_model;
   s.PlaceIntoModel(&into_model);
   for (int i = 0; i < o.restores; ++i) {
-    // The stores' order rotates each rep; torch::load follows them.
-    for (size_t k = 0; k < arms.size(); ++k) {
-      ArmRun& a = arms[(k + static_cast<size_t>(i)) % arms.size()];
-      SPOT_RETURN_IF_ERROR(TimedRestore(s, into_model, want, &scratch, &a));
+    // The stores' order rotates each rep; torch::load follows them. Then
+    // the same from a cold page cache.
+    for (bool cold : {false, true}) {
+      for (size_t k = 0; k < arms.size(); ++k) {
+        ArmRun& a = arms[(k + static_cast<size_t>(i)) % arms.size()];
+        SPOT_RETURN_IF_ERROR(TimedRestore(s, into_model, want, &scratch, cold, &a));
+      }
+      SPOT_RETURN_IF_ERROR(
+          TimedTorchLoad(s, torch_dir, want, &scratch, cold, cold ? &f.torch_cold_s : &f.torch_s));
     }
-    SPOT_RETURN_IF_ERROR(TimedTorchLoad(s, model_pt, optim_pt, want, &scratch, &f.torch_s));
   }
   for (ArmRun& a : arms) f.arms.push_back(std::move(a.fig));
   arms.clear();  // closes the stores

@@ -125,15 +125,18 @@ struct DurableArm {
   std::vector<DurableVersion> versions;  // oldest first
   // The restart: LoadNewestValid on a store whose local tier is new and empty.
   std::vector<double> restore_s, load_s;  // + RestoreTrainState, and of which LoadNewestValid
+  // The same with the durable tier's files dropped from the page cache first.
+  std::vector<double> cold_restore_s, cold_load_s;
   int64_t restored_id = 0;
   int restored_depth = 0;           // the chain depth the restore decoded
   uint64_t durable_tier_bytes = 0;  // what the durable tier held at the restart
 };
 
 struct DurableFigures {
-  std::vector<DurableArm> arms;  // in kDurableMaxChains' order
-  std::vector<double> torch_s;   // torch::load of the newest state
-  double other_cores = 0;        // used by other processes during this section
+  std::vector<DurableArm> arms;      // in kDurableMaxChains' order
+  std::vector<double> torch_s;       // torch::load of the newest state
+  std::vector<double> torch_cold_s;  // the same, its files dropped from the page cache first
+  double other_cores = 0;            // used by other processes during this section
 };
 
 // Everything measured for one training state.
