@@ -6,6 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <latch>
+#include <memory>
+#include <thread>
+#include <vector>
 
 #include "core/number_text.h"
 #include "policy/availability_chain.h"
@@ -168,6 +172,24 @@ TEST(MdpSolver, SolutionsAreSharedForEqualInputs) {
   auto c = SolveMdp(Chain(0.9, 0.6), kJob, kGrid);
   EXPECT_EQ(a.get(), b.get());
   EXPECT_NE(a.get(), c.get());
+}
+
+// Threads that need one solution at once get the one solve: the others wait
+// for it instead of solving it again (starts simulated on many threads).
+TEST(MdpSolver, ThreadsAskingAtOnceShareOneSolve) {
+  constexpr int kThreads = 6;
+  std::vector<std::shared_ptr<const MdpSolution>> got(kThreads);
+  std::latch go(kThreads);
+  {
+    std::vector<std::jthread> pool;
+    for (int k = 0; k < kThreads; ++k) {
+      pool.emplace_back([&, k] {
+        go.arrive_and_wait();
+        got[k] = SolveMdp(Chain(0.93, 0.45), kJob, kGrid);
+      });
+    }
+  }
+  for (int k = 1; k < kThreads; ++k) EXPECT_EQ(got[k].get(), got[0].get()) << k;
 }
 
 // The policy on hand-made markets of 10-minute ticks.

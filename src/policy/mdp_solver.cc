@@ -1,7 +1,10 @@
 #include "policy/mdp_solver.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <exception>
+#include <future>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -200,31 +203,50 @@ std::shared_ptr<const MdpSolution> SolveMdp(const AvailabilityChain& chain, cons
               job.ondemand_price, grid.step_hours, static_cast<double>(grid.cells_per_step)});
   // Bounded: a solution is a few MB; starts of one market reuse a handful
   // (several at once when starts are simulated on several threads), so the
-  // least recently used one goes first.
+  // least recently used one goes first. A solution being solved is in the
+  // cache too (not counted): a thread that needs it meanwhile waits for it
+  // instead of solving it again.
+  using Future = std::shared_future<std::shared_ptr<const MdpSolution>>;
   struct Entry {
-    std::shared_ptr<const MdpSolution> solution;
+    Future solution;
     uint64_t used = 0;
   };
   static std::mutex mu;
   static std::map<std::vector<double>, Entry> cache;
   static uint64_t uses = 0;
+  std::promise<std::shared_ptr<const MdpSolution>> solving;
+  Future found;
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
     if (it != cache.end()) {
       it->second.used = ++uses;
-      return it->second.solution;
+      found = it->second.solution;
+    } else {
+      // At most 16 solved; those being solved come on top.
+      auto ready = [](const Entry& e) {
+        return e.solution.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+      };
+      auto lru = cache.end();
+      size_t solved = 0;
+      for (auto e = cache.begin(); e != cache.end(); ++e) {
+        if (!ready(e->second)) continue;
+        ++solved;
+        if (lru == cache.end() || e->second.used < lru->second.used) lru = e;
+      }
+      if (solved >= 16) cache.erase(lru);
+      cache.emplace(std::move(key), Entry{solving.get_future().share(), ++uses});
     }
   }
-  auto solution = std::make_shared<const MdpSolution>(chain, job, grid);
-  std::lock_guard<std::mutex> lock(mu);
-  if (cache.size() >= 16) {
-    cache.erase(std::min_element(cache.begin(), cache.end(), [](const auto& a, const auto& b) {
-      return a.second.used < b.second.used;
-    }));
+  if (found.valid()) return found.get();
+  try {
+    auto solution = std::make_shared<const MdpSolution>(chain, job, grid);
+    solving.set_value(solution);
+    return solution;
+  } catch (...) {
+    solving.set_exception(std::current_exception());
+    throw;
   }
-  cache.insert_or_assign(std::move(key), Entry{solution, ++uses});
-  return solution;
 }
 
 }  // namespace spot::policy
