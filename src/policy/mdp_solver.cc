@@ -52,10 +52,11 @@ class Solver {
       for (int64_t x = 0; x <= net_; ++x) {
         const double w = Work(i, x);
         const Rows rows = RowsAt(next, i, x);
-        for (int m = 0; m < kModes; ++m) {
-          for (int s = 0; s < kChainStates; ++s) {
+        for (int s = 0; s < kChainStates; ++s) {
+          const Choices c = ChoicesAt(rows, w, s);
+          for (int m = 0; m < kModes; ++m) {
             size_t at = Cell(x, m, s);
-            auto [v, a] = Best(rows, w, m, s);
+            auto [v, a] = Best(c, w, m, s);
             cur[at] = v;
             action[static_cast<size_t>(i) * width_ + at] = static_cast<uint8_t>(a);
           }
@@ -119,11 +120,10 @@ class Solver {
     return e;
   }
 
-  // Spot from (x, m, s), s up: billed at the chain's price; taken back
-  // halfway through the step when the chain goes down.
-  double SpotValue(const Rows& rows, int m, int s, double w) const {
+  // Spot from chain state s (up), entering it or not: billed at the chain's
+  // price; taken back halfway through the step when the chain goes down.
+  double SpotValue(const Rows& rows, bool enter, int s, double w) const {
     const double d = job_.changeover_hours, step = g_.step_hours, p = c_.spot_price;
-    bool enter = m != kSpot;
     double need = w + (enter ? d : 0);
     if (need <= step) return p * need;
     const Row on = rows.spot[enter], lost = rows.spot_lost[enter];
@@ -135,8 +135,25 @@ class Solver {
     return v;
   }
 
-  std::pair<double, int> Best(const Rows& rows, double w, int m, int s) const {
-    const double d = job_.changeover_hours, step = g_.step_hours;
+  // The values of each choice at (step, deficit, chain state s), by whether
+  // it enters what it chooses (the modes differ in that only).
+  struct Choices {
+    double spot[2], idle, od[2];
+  };
+  Choices ChoicesAt(const Rows& rows, double w, int s) const {
+    Choices c{};
+    if (w <= kEps) return c;
+    const double d = job_.changeover_hours, step = g_.step_hours, k = job_.ondemand_price;
+    for (int enter = 0; enter < 2; ++enter) {
+      if (IsUp(s)) c.spot[enter] = SpotValue(rows, enter, s, w);
+      const double need = w + (enter ? d : 0);
+      c.od[enter] = need <= step ? k * need : k * step + Expect(rows.od[enter], s);
+    }
+    c.idle = Expect(rows.idle, s);
+    return c;
+  }
+
+  std::pair<double, int> Best(const Choices& c, double w, int m, int s) const {
     if (w <= kEps) return {0, kIdle};
     if (m == kSpot && !IsUp(s)) m = kIdle;  // taken back: holds nothing
     // Candidates in order of preference on (near) ties: spot, idle (waiting
@@ -146,11 +163,9 @@ class Solver {
     auto consider = [&](double v, int a) {
       if (v < best - kEps) best = v, act = a;
     };
-    if (IsUp(s)) consider(SpotValue(rows, m, s, w), kSpot);
-    consider(Expect(rows.idle, s), kIdle);
-    bool enter = m != kOd;
-    double k = job_.ondemand_price, need = w + (enter ? d : 0);
-    consider(need <= step ? k * need : k * step + Expect(rows.od[enter], s), kOd);
+    if (IsUp(s)) consider(c.spot[m != kSpot], kSpot);
+    consider(c.idle, kIdle);
+    consider(c.od[m != kOd], kOd);
     return {best, act};
   }
 
