@@ -250,7 +250,7 @@ std::shared_ptr<const MdpSolution> SolveMdp(const AvailabilityChain& chain, cons
         if (lru == cache.end() || e->second.used < lru->second.used) lru = e;
       }
       if (solved >= 16) cache.erase(lru);
-      cache.emplace(std::move(key), Entry{solving.get_future().share(), ++uses});
+      cache.emplace(key, Entry{solving.get_future().share(), ++uses});
     }
   }
   if (found.valid()) return found.get();
@@ -258,8 +258,10 @@ std::shared_ptr<const MdpSolution> SolveMdp(const AvailabilityChain& chain, cons
     auto solution = std::make_shared<const MdpSolution>(chain, job, grid);
     solving.set_value(solution);
     return solution;
-  } catch (...) {
+  } catch (...) {  // the threads waiting get the error; the next call solves anew
     solving.set_exception(std::current_exception());
+    std::lock_guard<std::mutex> lock(mu);
+    cache.erase(key);
     throw;
   }
 }

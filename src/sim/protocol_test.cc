@@ -270,10 +270,6 @@ TEST(Protocol, PairedRatioPooledAndDeterministic) {
   EXPECT_EQ(circles, 3u * 3u + 3u);
 }
 
-// Starts simulated on several threads (each with its own policy instances)
-// give the runs, the fitted parameters and the intervals of one thread, for
-// the policies that carry state between ticks (mdp's chains and solutions,
-// the forecasts), on single zones and on a market of three.
 // `spot sim eval` without a protocol: every policy, one zone and several as
 // one market, on one thread and on three.
 TEST(Evaluate, TheFiguresDoNotDependOnTheThreads) {
@@ -308,6 +304,10 @@ TEST(Evaluate, TheFiguresDoNotDependOnTheThreads) {
   }
 }
 
+// Starts simulated on several threads (each with its own policy instances)
+// give the runs, the fitted parameters and the intervals of one thread, for
+// the policies that carry state between ticks (mdp's chains and solutions,
+// the forecasts), on single zones and on a market of three.
 TEST(Protocol, TheFiguresDoNotDependOnTheThreads) {
   policy::PolicyRegistry r;
   policy::RegisterBuiltinPolicies(r);
