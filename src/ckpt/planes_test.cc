@@ -1,11 +1,13 @@
 #include "ckpt/planes.h"
 
 #include <gtest/gtest.h>
+#include <zstd.h>
 
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ckpt/codec.h"
@@ -63,6 +65,59 @@ std::string Step(const std::string& w, float step, std::mt19937_64& rng) {
   return s;
 }
 
+// Whether every block of the zstd frame `f` holds literals only (no
+// sequence), read from the frame format (RFC 8878, 3.1), independently of
+// zstd's encoder. Fails the test on a frame it cannot walk.
+bool LiteralsOnly(std::string_view f) {
+  auto byte = [&](size_t i) { return i < f.size() ? static_cast<uint8_t>(f[i]) : uint8_t{0}; };
+  EXPECT_GE(f.size(), 6u);
+  EXPECT_EQ(byte(0) | byte(1) << 8 | byte(2) << 16 | static_cast<uint32_t>(byte(3)) << 24,
+            0xFD2FB528u);
+  const uint8_t desc = byte(4);
+  const bool single = desc & 0x20;
+  const size_t fcs[] = {single ? 1u : 0u, 2, 4, 8}, dict[] = {0, 1, 2, 4};
+  size_t pos = 5 + (single ? 0 : 1) + dict[desc & 3] + fcs[desc >> 6];
+  for (bool last = false; !last;) {
+    if (pos + 3 > f.size()) {
+      ADD_FAILURE() << "block header past the frame's end";
+      return false;
+    }
+    const uint32_t h = byte(pos) | byte(pos + 1) << 8 | byte(pos + 2) << 16;
+    pos += 3;
+    last = h & 1;
+    const uint32_t type = (h >> 1) & 3, size = h >> 3;
+    if (type != 2) {  // raw or RLE: no sequence
+      pos += type == 1 ? 1 : size;
+      continue;
+    }
+    // A compressed block: its literals section, then the sequences' count.
+    const uint8_t b0 = byte(pos);
+    const uint32_t lit_type = b0 & 3, format = (b0 >> 2) & 3;
+    size_t header = 0, content = 0;
+    if (lit_type < 2) {  // raw or RLE literals
+      header = format == 1 ? 2 : format == 3 ? 3 : 1;
+      const uint32_t regenerated = header == 1 ? b0 >> 3
+                                   : header == 2
+                                       ? (b0 >> 4) | byte(pos + 1) << 4
+                                       : (b0 >> 4) | byte(pos + 1) << 4 | byte(pos + 2) << 12;
+      content = lit_type == 1 ? 1 : regenerated;
+    } else if (format < 2) {
+      header = 3;
+      content = (byte(pos + 1) >> 6) | byte(pos + 2) << 2;
+    } else if (format == 2) {
+      header = 4;
+      content = (byte(pos + 2) >> 2) | byte(pos + 3) << 6;
+    } else {
+      header = 5;
+      content = (byte(pos + 2) >> 6) | byte(pos + 3) << 2 | byte(pos + 4) << 10;
+    }
+    if (byte(pos + header + content) != 0) return false;  // Number_of_Sequences
+    pos += size;
+  }
+  EXPECT_LE(pos, f.size());
+  return true;
+}
+
 TEST(ZigzagDeltaTest, MatchesDefinitionForEveryElementSize) {
   // (raw, base) pairs as 64-bit values, truncated to each size.
   const std::vector<std::pair<uint64_t, uint64_t>> pairs = {
@@ -115,6 +170,41 @@ TEST(PlanesTest, IncompressiblePlanesAreStoredAsIs) {
   std::string dst(raw.size(), '\0');
   ASSERT_TRUE(codec.Decode(Codec::kPlanesZstd, DType::kF32, planes, Span(dst)).ok());
   EXPECT_EQ(dst, raw);
+}
+
+TEST(PlanesTest, IndependentBytesAreCodedAsLiteralsAndRepeatsAsMatches) {
+  // The sign/exponent plane of weights: few values, drawn independently.
+  // zstd's Huffman coding of the literals alone is smaller than a level-1
+  // frame and decodes faster; matches would only cost.
+  std::mt19937_64 rng(4);
+  const std::string raw = Weights(kChunkBytes / 4, rng);
+  ChunkCodec codec;
+  std::string stored;
+  ASSERT_TRUE(codec.Encode(Codec::kPlanesZstd, DType::kF32, CSpan(raw), {}, &stored).ok());
+  const std::vector<PlaneHeader> h = Headers(stored);
+  ASSERT_EQ(h.size(), 4u);
+  ASSERT_EQ(h[3].mode, 1);
+  const size_t n = kChunkBytes / 4;  // elements, and bytes a plane
+  const std::string_view frame =
+      std::string_view(stored).substr(stored.size() - h[3].size, h[3].size);
+  EXPECT_TRUE(LiteralsOnly(frame));
+  std::string exponents(n, '\0');
+  for (size_t i = 0; i < n; ++i) exponents[i] = raw[4 * i + 3];
+  std::string level1(ZSTD_compressBound(n), '\0');
+  level1.resize(ZSTD_compress(level1.data(), level1.size(), exponents.data(), n, 1));
+  EXPECT_FALSE(LiteralsOnly(level1)) << "zstd's own level 1 finds matches here";
+  EXPECT_LT(h[3].size, level1.size());
+  std::string dst(raw.size(), '\0');
+  ASSERT_TRUE(codec.Decode(Codec::kPlanesZstd, DType::kF32, stored, Span(dst)).ok());
+  EXPECT_EQ(dst, raw);
+  // A period of 256 bytes: matches, many times smaller than literals could be.
+  std::string periodic(1 << 20, '\0');
+  for (size_t i = 0; i < periodic.size(); ++i) periodic[i] = static_cast<char>(i * 7 % 251);
+  ASSERT_TRUE(codec.Encode(Codec::kPlanesZstd, DType::kU8, CSpan(periodic), {}, &stored).ok());
+  ASSERT_EQ(Headers(stored).size(), 1u);
+  ASSERT_EQ(Headers(stored)[0].mode, 1);
+  EXPECT_FALSE(LiteralsOnly(std::string_view(stored).substr(5)));
+  EXPECT_LT(stored.size(), periodic.size() / 100);
 }
 
 TEST(PlanesTest, RepeatsThatByteStatisticsMissAreStillCompressed) {
