@@ -7,6 +7,7 @@
 // 0.05), the delta's base one small step earlier. The chunk codecs alone are in codec_micro_bench.
 // Counters: bytes/s of raw record bytes, `ratio` = raw bytes / file bytes.
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 
 #include <cstring>
 #include <map>
@@ -234,18 +235,16 @@ void BM_ReadAll(benchmark::State& state) {
                             static_cast<double>(std::max<uint64_t>(1, file_bytes));
 }
 
-// ReadAll of a full version of the 50M MLP's shapes (784 -> 4096 x 3 -> 10,
-// weights, exp_avg and exp_avg_sq: 643 MB) in planes-zstd, from a directory
-// (page cache) on range(0) threads: how the decode scales with threads, apart
-// from everything else a restore does. Each decode's memory is freed untimed.
-void BM_ReadAll50M(benchmark::State& state) {
-  const int threads = static_cast<int>(state.range(0));
-  // Written once per process, removed at its exit.
+// A full version of the 50M MLP's shapes (784 -> 4096 x 3 -> 10, weights,
+// exp_avg and exp_avg_sq: 643 MB) in planes-zstd, and a sub-delta one step
+// later (each value moved as by an Adam step of lr 1e-3), as ckpt-1.bin and
+// ckpt-2.bin in a directory. Written once per process, removed at its exit.
+const TempDir& Mlp50MFiles() {
   static const TempDir dir = [] {
     TempDir d = TempDir::Create("ckpt-micro-bench").value();
-    Container now;
+    Container before, now;
     std::mt19937_64 rng(42);
-    std::normal_distribution<float> weights(0, 0.05f);
+    std::normal_distribution<float> weights(0, 0.05f), step(0, 1e-3f);
     const std::vector<std::vector<int64_t>> shapes = {{4096, 784},  {4096}, {4096, 4096}, {4096},
                                                       {4096, 4096}, {4096}, {4096, 4096}, {4096},
                                                       {10, 4096},   {10}};
@@ -253,34 +252,54 @@ void BM_ReadAll50M(benchmark::State& state) {
     for (const char* kind : {"model", "optim/exp_avg", "optim/exp_avg_sq"}) {
       const bool squares = std::string_view(kind).ends_with("sq");
       for (const auto& shape : shapes) {
-        std::span<char> n =
-            now.AddUninitialized(std::string(kind) + "/" + std::to_string(i++), DType::kF32, shape);
-        for (size_t k = 0; k + 4 <= n.size(); k += 4) {
-          float w = weights(rng);
-          if (squares) w = w * w * 1e-3f;
-          std::memcpy(n.data() + k, &w, 4);
+        const std::string name = std::string(kind) + "/" + std::to_string(i++);
+        std::span<char> b = before.AddUninitialized(name, DType::kF32, shape);
+        std::span<char> n = now.AddUninitialized(name, DType::kF32, shape);
+        for (size_t k = 0; k + 4 <= b.size(); k += 4) {
+          float w = weights(rng), v = w + step(rng);
+          if (squares) w = w * w * 1e-3f, v = w * (1 + 20 * step(rng));
+          std::memcpy(b.data() + k, &w, 4);
+          std::memcpy(n.data() + k, &v, 4);
         }
       }
     }
     auto store = DirectoryBlobStore::Open(d.path().string()).value();
-    auto w = store->Create("ckpt-1.bin").value();
     ChunkCodec codec;
-    if (!WriteCheckpointFile(now, CodecPlan{}, nullptr, 1, -1, codec, *w).ok() ||
-        !w->Commit().ok()) {
-      std::abort();
+    Container reference;
+    for (int id : {1, 2}) {
+      auto w = store->Create(fmt::format("ckpt-{}.bin", id)).value();
+      if (!WriteCheckpointFile(id == 1 ? before : now, CodecPlan{}, &reference, id,
+                               id == 1 ? -1 : 1, codec, *w)
+               .ok() ||
+          !w->Commit().ok()) {
+        std::abort();
+      }
     }
     return d;
   }();
-  auto store = DirectoryBlobStore::Open(dir.path().string()).value();
-  auto f = CheckpointFile::Open(*store, "ckpt-1.bin");
-  if (!f.ok()) {
-    state.SkipWithError(f.status().ToString().c_str());
+  return dir;
+}
+
+// Decoding the 50M MLP's state from files in the page cache on range(0)
+// threads: range(1) = 0, ReadAll of the full version; 1, ReadChain of the
+// full version and its delta. How the decode scales with threads, apart from
+// everything else a restore does. Each decode's memory is freed untimed.
+void BM_ReadAll50M(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const bool chain = state.range(1) == 1;
+  auto store = DirectoryBlobStore::Open(Mlp50MFiles().path().string()).value();
+  auto full = CheckpointFile::Open(*store, "ckpt-1.bin");
+  auto delta = CheckpointFile::Open(*store, "ckpt-2.bin");
+  if (!full.ok() || !delta.ok()) {
+    state.SkipWithError((full.ok() ? delta.status() : full.status()).ToString().c_str());
     return;
   }
+  const CheckpointFile* files[] = {&*full, &*delta};
   ChunkCodec codec;
   uint64_t bytes = 0;
   for (auto _ : state) {
-    auto c = f->ReadAll(nullptr, codec, threads);
+    auto c = chain ? CheckpointFile::ReadChain(files, nullptr, codec, threads)
+                   : full->ReadAll(nullptr, codec, threads);
     if (!c.ok()) {
       state.SkipWithError(c.status().ToString().c_str());
       break;
@@ -290,9 +309,10 @@ void BM_ReadAll50M(benchmark::State& state) {
     c = Container();
     state.ResumeTiming();
   }
+  state.SetLabel(chain ? "full + delta" : "full");
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
 }
-BENCHMARK(BM_ReadAll50M)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(3);
+BENCHMARK(BM_ReadAll50M)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->MinTime(3);
 
 void AllKinds(benchmark::internal::Benchmark* b) {
   for (Kind k : {kRawFull, kZstdFull, kPlanesFull, kXorDelta, kSubDelta, kQ8Delta}) b->Arg(k);

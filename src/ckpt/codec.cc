@@ -681,9 +681,19 @@ Status ChunkCodec::Decode(Codec codec, DType dtype, std::string_view stored, std
         const char* planes[8];
         SPOT_RETURN_IF_ERROR(
             DecodePlanesInPlace(stored, es, dst.size(), m.dctx, {s, dst.size()}, planes));
-        char* u = Scratch(&m.scratch_b, dst.size());
-        UnshufflePlanes(planes, es, dst.size() / es, u);
-        s = u;
+        // Block by block through a buffer that stays in L1: the differences
+        // are added as soon as they are unshuffled.
+        constexpr size_t kBlockBytes = 16 << 10;
+        alignas(64) char block[kBlockBytes];
+        const size_t n = dst.size() / es, per = kBlockBytes / es;
+        for (size_t i = 0; i < n; i += per) {
+          const size_t m = std::min(per, n - i);
+          const char* at[8];
+          for (size_t p = 0; p < es; ++p) at[p] = planes[p] + i;
+          UnshufflePlanes(at, es, m, block);
+          AddZigzagDelta({block, m * es}, es, dst.subspan(i * es, m * es));
+        }
+        return Status::Ok();
       }
       AddZigzagDelta({s, dst.size()}, es, dst);
       return Status::Ok();

@@ -177,7 +177,7 @@ TEST(ChunkCodecTest, LosslessCodecsRoundTripEveryDType) {
   ChunkCodec codec;
   for (Codec c : kLossless) {
     for (DType t : AllDTypes()) {
-      for (size_t n : {0, 1, 3, 17, 1000, 4099}) {
+      for (size_t n : {0, 1, 3, 17, 1000, 4099, 20011}) {
         SCOPED_TRACE(std::string(CodecName(c)) + " " + std::string(DTypeName(t)) +
                      " n=" + std::to_string(n));
         const std::string raw = RandomBytes(n * DTypeSize(t), rng);
