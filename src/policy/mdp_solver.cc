@@ -54,11 +54,11 @@ class Solver {
         const Rows rows = RowsAt(next, i, x);
         for (int s = 0; s < kChainStates; ++s) {
           const Choices c = ChoicesAt(rows, w, s);
+          const std::array<Pick, kModes> best = BestByMode(c, w, s);
           for (int m = 0; m < kModes; ++m) {
             size_t at = Cell(x, m, s);
-            auto [v, a] = Best(c, w, m, s);
-            cur[at] = v;
-            action[static_cast<size_t>(i) * width_ + at] = static_cast<uint8_t>(a);
+            cur[at] = best[m].value;
+            action[static_cast<size_t>(i) * width_ + at] = static_cast<uint8_t>(best[m].action);
           }
         }
       }
@@ -112,12 +112,11 @@ class Solver {
     r.idle = RowAt(next, i + 1, x + g_.cells_per_step, kIdle, slot++);
     return r;
   }
+  // The three terms summed in their order without a branch: a successor of
+  // chance 0 adds exactly 0 (values are finite), as if it were skipped.
   double Expect(Row row, int s) const {
-    double e = 0;
-    for (const Next& n : succ_[s]) {
-      if (n.p > 0) e += n.p * row[n.state];
-    }
-    return e;
+    const Successors& n = succ_[s];
+    return n[0].p * row[n[0].state] + n[1].p * row[n[1].state] + n[2].p * row[n[2].state];
   }
 
   // Spot from chain state s (up), entering it or not: billed at the chain's
@@ -126,13 +125,11 @@ class Solver {
     const double d = job_.changeover_hours, step = g_.step_hours, p = c_.spot_price;
     double need = w + (enter ? d : 0);
     if (need <= step) return p * need;
+    // From an up state the first two successors are up, the third the flip.
     const Row on = rows.spot[enter], lost = rows.spot_lost[enter];
-    double v = 0;
-    for (const Next& n : succ_[s]) {
-      if (n.p <= 0) continue;
-      v += IsUp(n.state) ? n.p * (p * step + on[n.state]) : n.p * (p * step / 2 + lost[n.state]);
-    }
-    return v;
+    const Successors& n = succ_[s];
+    return n[0].p * (p * step + on[n[0].state]) + n[1].p * (p * step + on[n[1].state]) +
+           n[2].p * (p * step / 2 + lost[n[2].state]);
   }
 
   // The values of each choice at (step, deficit, chain state s), by whether
@@ -153,20 +150,29 @@ class Solver {
     return c;
   }
 
-  std::pair<double, int> Best(const Choices& c, double w, int m, int s) const {
-    if (w <= kEps) return {0, kIdle};
-    if (m == kSpot && !IsUp(s)) m = kIdle;  // taken back: holds nothing
-    // Candidates in order of preference on (near) ties: spot, idle (waiting
-    // keeps options), on-demand.
-    double best = std::numeric_limits<double>::infinity();
-    int act = kOd;
-    auto consider = [&](double v, int a) {
-      if (v < best - kEps) best = v, act = a;
-    };
-    if (IsUp(s)) consider(c.spot[m != kSpot], kSpot);
-    consider(c.idle, kIdle);
-    consider(c.od[m != kOd], kOd);
-    return {best, act};
+  struct Pick {
+    double value;
+    int action;
+  };
+  // The best of spot (when the chain is up), idle and on-demand, preferred
+  // in that order on (near) ties: waiting keeps options.
+  static Pick Best(bool up, double spot, double idle, double od) {
+    Pick b{idle, kIdle};
+    if (up && !(idle < spot - kEps)) b = {spot, kSpot};
+    if (od < b.value - kEps) b = {od, kOd};
+    return b;
+  }
+  // The best choice from each mode held: from spot, staying on it costs no
+  // changeover (a spot mode in a down state was taken back: it holds
+  // nothing, as idle); from on-demand, staying on on-demand.
+  static std::array<Pick, kModes> BestByMode(const Choices& c, double w, int s) {
+    if (w <= kEps) return {Pick{0, kIdle}, Pick{0, kIdle}, Pick{0, kIdle}};
+    const bool up = IsUp(s);
+    std::array<Pick, kModes> b;
+    b[kIdle] = Best(up, c.spot[1], c.idle, c.od[1]);
+    b[kSpot] = up ? Best(true, c.spot[0], c.idle, c.od[1]) : b[kIdle];
+    b[kOd] = Best(up, c.spot[1], c.idle, c.od[0]);
+    return b;
   }
 
   const AvailabilityChain& c_;
