@@ -2,10 +2,11 @@
 // WriteCheckpointFile and CheckpointFile::ReadAll over an in-memory BlobStore,
 // full (raw, shuffle-zstd, planes-zstd) and delta (xor-delta, sub-delta,
 // q8-delta) versions, the XXH3 checksum alone, and ReadAll of a 50M-parameter
-// state from a file on 1 and 2 threads (BM_ReadAll50M). Records are shaped like the CNN + Adam
-// state (parameters, exp_avg, exp_avg_sq; ~5 MB of f32) and hold trained-looking values: normal(0,
-// 0.05), the delta's base one small step earlier. The chunk codecs alone are in codec_micro_bench.
-// Counters: bytes/s of raw record bytes, `ratio` = raw bytes / file bytes.
+// state from a file on 1 and 2 threads, and ReadChain of it and a delta (BM_ReadAll50M). Records
+// are shaped like the CNN + Adam state (parameters, exp_avg, exp_avg_sq; ~5 MB of f32) and hold
+// trained-looking values: normal(0, 0.05), the delta's base one small step earlier. The chunk
+// codecs alone are in codec_micro_bench. Counters: bytes/s of raw record bytes, `ratio` = raw bytes
+// / file bytes.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 

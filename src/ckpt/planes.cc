@@ -174,7 +174,6 @@ enum class PlaneCoding { kStore, kLiterals, kMatches };
 // kMatchesMinSaving (a literals-only frame decodes about 1.7x faster).
 PlaneCoding ChooseCoding(std::string_view plane, ZSTD_CCtx* cctx, std::string* scratch) {
   constexpr size_t kTrial = 16384;
-  constexpr double kMatchesMinSaving = 0.10;
   const std::string_view piece =
       plane.size() <= kTrial ? plane : plane.substr(plane.size() / 2 - kTrial / 2, kTrial);
   const size_t bound = ZSTD_compressBound(piece.size());

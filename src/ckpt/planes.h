@@ -13,7 +13,9 @@
 //
 // A plane is stored as is when a sample says zstd would gain little: its
 // byte entropy is high and a trial compression of a contiguous piece saves
-// under kPlaneMinSaving.
+// under kPlaneMinSaving. Otherwise its frame holds literals only (zstd's
+// Huffman coding of the bytes, which decodes faster than a frame of
+// matches) unless matches make the trial piece kMatchesMinSaving smaller.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +33,9 @@ namespace spot::ckpt {
 // A plane is compressed only when that is expected to save at least this
 // fraction of its bytes.
 inline constexpr double kPlaneMinSaving = 0.05;
+// A compressed plane's frame holds matches only when they make its trial
+// piece at least this fraction smaller than literals alone do.
+inline constexpr double kMatchesMinSaving = 0.10;
 
 // dst[i] = zigzag(raw[i] - base[i]) for elements of `elem_size` bytes (1, 2,
 // 4 or 8) taken as little-endian unsigned integers, the difference wrapping

@@ -197,7 +197,7 @@ TEST(PlanesTest, IndependentBytesAreCodedAsLiteralsAndRepeatsAsMatches) {
   std::string dst(raw.size(), '\0');
   ASSERT_TRUE(codec.Decode(Codec::kPlanesZstd, DType::kF32, stored, Span(dst)).ok());
   EXPECT_EQ(dst, raw);
-  // A period of 256 bytes: matches, many times smaller than literals could be.
+  // A period of 251 bytes: matches, many times smaller than literals could be.
   std::string periodic(1 << 20, '\0');
   for (size_t i = 0; i < periodic.size(); ++i) periodic[i] = static_cast<char>(i * 7 % 251);
   ASSERT_TRUE(codec.Encode(Codec::kPlanesZstd, DType::kU8, CSpan(periodic), {}, &stored).ok());
