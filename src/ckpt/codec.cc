@@ -607,19 +607,23 @@ Status ChunkCodec::Encode(Codec codec, DType dtype, std::span<const char> raw, s
       return m.EncodeQ8(dtype, raw, base, out);
     case Codec::kPlanesZstd: {
       out->clear();
-      if (es == 1) return EncodePlanes({raw.data(), raw.size()}, 1, m.cctx, &m.compressed, out);
+      constexpr PlaneFrames kFull = PlaneFrames::kLiteralsFirst;
+      if (es == 1) {
+        return EncodePlanes({raw.data(), raw.size()}, 1, kFull, m.cctx, &m.compressed, out);
+      }
       char* s = Scratch(&m.scratch_a, raw.size());
       ShuffleBytes(raw, es, {s, raw.size()});
-      return EncodePlanes({s, raw.size()}, es, m.cctx, &m.compressed, out);
+      return EncodePlanes({s, raw.size()}, es, kFull, m.cctx, &m.compressed, out);
     }
     case Codec::kSubDelta: {
       out->clear();
       char* d = Scratch(&m.scratch_a, raw.size());
       ZigzagDelta(raw, base, es, {d, raw.size()});
-      if (es == 1) return EncodePlanes({d, raw.size()}, 1, m.cctx, &m.compressed, out);
+      constexpr PlaneFrames kDelta = PlaneFrames::kMatches;
+      if (es == 1) return EncodePlanes({d, raw.size()}, 1, kDelta, m.cctx, &m.compressed, out);
       char* s = Scratch(&m.scratch_b, raw.size());
       ShuffleBytes({d, raw.size()}, es, {s, raw.size()});
-      return EncodePlanes({s, raw.size()}, es, m.cctx, &m.compressed, out);
+      return EncodePlanes({s, raw.size()}, es, kDelta, m.cctx, &m.compressed, out);
     }
   }
   return InvalidArgumentError(fmt::format("unknown codec {}", static_cast<int>(codec)));

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -168,26 +169,31 @@ size_t CompressMatches(ZSTD_CCtx* cctx, std::string_view in, char* dst, size_t c
 enum class PlaneCoding { kStore, kLiterals, kMatches };
 
 // How `plane` is stored: as is when zstd is expected to save under
-// kPlaneMinSaving of it (its byte entropy is high and a trial on a piece from
-// its middle saves too little), else as the smaller of a literals-only and a
-// matching frame of that piece, literals unless matches save a further
-// kMatchesMinSaving (a literals-only frame decodes about 1.7x faster).
-PlaneCoding ChooseCoding(std::string_view plane, ZSTD_CCtx* cctx, std::string* scratch) {
+// kPlaneMinSaving of it (its byte entropy is high and a trial compression of
+// a piece from its middle saves too little: repeats that byte statistics
+// miss); else, with kLiteralsFirst, as literals only unless matches make
+// that piece a further kMatchesMinSaving smaller (a literals-only frame
+// decodes about 1.7x faster), with kMatches as zstd makes it.
+PlaneCoding ChooseCoding(std::string_view plane, PlaneFrames frames, ZSTD_CCtx* cctx,
+                         std::string* scratch) {
   constexpr size_t kTrial = 16384;
+  const bool high_entropy =
+      plane.size() > 2 * kTrial && SampleEntropy(plane) >= 8 * (1 - kPlaneMinSaving);
+  if (frames == PlaneFrames::kMatches && !high_entropy) return PlaneCoding::kMatches;
   const std::string_view piece =
       plane.size() <= kTrial ? plane : plane.substr(plane.size() / 2 - kTrial / 2, kTrial);
   const size_t bound = ZSTD_compressBound(piece.size());
   if (scratch->size() < bound) scratch->resize(bound);
-  const size_t lit = CompressLiterals(cctx, piece, scratch->data(), scratch->size());
-  const size_t match = CompressMatches(cctx, piece, scratch->data(), scratch->size());
-  if (ZSTD_isError(lit) && ZSTD_isError(match)) return PlaneCoding::kStore;
-  const bool matches =
-      ZSTD_isError(lit) ||
-      (!ZSTD_isError(match) &&
-       static_cast<double>(match) < (1 - kMatchesMinSaving) * static_cast<double>(lit));
-  const size_t best = matches ? match : lit;
-  if (plane.size() > 2 * kTrial && SampleEntropy(plane) >= 8 * (1 - kPlaneMinSaving) &&
-      static_cast<double>(best) > (1 - kPlaneMinSaving) * static_cast<double>(piece.size())) {
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  auto size = [](size_t z) { return ZSTD_isError(z) ? kNone : static_cast<double>(z); };
+  const double match = size(CompressMatches(cctx, piece, scratch->data(), scratch->size()));
+  const double lit = frames == PlaneFrames::kLiteralsFirst
+                         ? size(CompressLiterals(cctx, piece, scratch->data(), scratch->size()))
+                         : kNone;
+  const bool matches = match < (1 - kMatchesMinSaving) * lit;
+  const double best = matches ? match : lit;
+  if (best == kNone ||
+      (high_entropy && best > (1 - kPlaneMinSaving) * static_cast<double>(piece.size()))) {
     return PlaneCoding::kStore;
   }
   return matches ? PlaneCoding::kMatches : PlaneCoding::kLiterals;
@@ -224,7 +230,7 @@ void AddZigzagDelta(std::span<const char> delta, size_t elem_size, std::span<cha
   }
 }
 
-Status EncodePlanes(std::string_view planes, size_t elem_size, ZSTD_CCtx* cctx,
+Status EncodePlanes(std::string_view planes, size_t elem_size, PlaneFrames frames, ZSTD_CCtx* cctx,
                     std::string* scratch, std::string* out) {
   if (!cctx) return InternalError("zstd: cannot create a compression context");
   const size_t n = planes.size() / elem_size;
@@ -232,7 +238,7 @@ Status EncodePlanes(std::string_view planes, size_t elem_size, ZSTD_CCtx* cctx,
   out->reserve(out->size() + planes.size() + 5 * elem_size);
   for (size_t p = 0; p < elem_size; ++p) {
     const std::string_view plane = planes.substr(p * n, n);
-    const PlaneCoding coding = ChooseCoding(plane, cctx, scratch);
+    const PlaneCoding coding = ChooseCoding(plane, frames, cctx, scratch);
     if (coding != PlaneCoding::kStore) {
       if (scratch->size() < ZSTD_compressBound(n)) scratch->resize(ZSTD_compressBound(n));
       const size_t z = coding == PlaneCoding::kLiterals

@@ -13,9 +13,11 @@
 //
 // A plane is stored as is when a sample says zstd would gain little: its
 // byte entropy is high and a trial compression of a contiguous piece saves
-// under kPlaneMinSaving. Otherwise its frame holds literals only (zstd's
-// Huffman coding of the bytes, which decodes faster than a frame of
-// matches) unless matches make the trial piece kMatchesMinSaving smaller.
+// under kPlaneMinSaving. Otherwise one zstd frame: with PlaneFrames::
+// kLiteralsFirst (full versions) a frame of literals only (zstd's Huffman
+// coding of the bytes, which decodes faster than a frame of matches) unless
+// matches make the trial piece kMatchesMinSaving smaller; with kMatches
+// (deltas) a frame with matches, as zstd makes it.
 #pragma once
 
 #include <cstddef>
@@ -48,11 +50,19 @@ void ZigzagDelta(std::span<const char> raw, std::span<const char> base, size_t e
 // the base in `inout`.
 void AddZigzagDelta(std::span<const char> delta, size_t elem_size, std::span<char> inout);
 
+// How a compressed plane's frame is made. A float's sign and exponent bytes
+// in a full version are drawn almost independently: literals only are
+// smaller and faster there. A delta's planes hold runs (bytes that did not
+// move) reaching across the plane, which a 16 KiB trial piece underrates: on
+// a trained MLP's Adam state a per-step delta came out 2.7% larger when the
+// trial chose literals (docs/benchmarks.md), so deltas keep zstd's matches.
+enum class PlaneFrames { kLiteralsFirst, kMatches };
+
 // Encodes `planes` (elem_size planes of equal length, already shuffled) as a
 // planes payload, appending to *out. `cctx` is a zstd context set to the
 // wanted level; `scratch` is reused for zstd output.
-Status EncodePlanes(std::string_view planes, size_t elem_size, ZSTD_CCtx_s* cctx,
-                    std::string* scratch, std::string* out);
+Status EncodePlanes(std::string_view planes, size_t elem_size, PlaneFrames frames,
+                    ZSTD_CCtx_s* cctx, std::string* scratch, std::string* out);
 
 // Decompresses `stored`, which must be exactly one zstd frame recording a
 // content size of exactly dst.size() bytes, into dst. DataLoss otherwise.

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <string_view>
@@ -172,7 +173,7 @@ TEST(PlanesTest, IncompressiblePlanesAreStoredAsIs) {
   EXPECT_EQ(dst, raw);
 }
 
-TEST(PlanesTest, IndependentBytesAreCodedAsLiteralsAndRepeatsAsMatches) {
+TEST(PlanesTest, FullVersionsCodeIndependentBytesAsLiteralsDeltasAndRepeatsKeepMatches) {
   // The sign/exponent plane of weights: few values, drawn independently.
   // zstd's Huffman coding of the literals alone is smaller than a level-1
   // frame and decodes faster; matches would only cost.
@@ -194,6 +195,16 @@ TEST(PlanesTest, IndependentBytesAreCodedAsLiteralsAndRepeatsAsMatches) {
   level1.resize(ZSTD_compress(level1.data(), level1.size(), exponents.data(), n, 1));
   EXPECT_FALSE(LiteralsOnly(level1)) << "zstd's own level 1 finds matches here";
   EXPECT_LT(h[3].size, level1.size());
+  // Deltas keep zstd's matches: the same plane coded as a delta's is level 1's frame.
+  {
+    std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> cctx(ZSTD_createCCtx(), &ZSTD_freeCCtx);
+    ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, 1);
+    std::string scratch, as_delta;
+    ASSERT_TRUE(
+        EncodePlanes(exponents, 1, PlaneFrames::kMatches, cctx.get(), &scratch, &as_delta).ok());
+    ASSERT_EQ(Headers(as_delta).size(), 1u);
+    EXPECT_EQ(as_delta.substr(5), level1);
+  }
   std::string dst(raw.size(), '\0');
   ASSERT_TRUE(codec.Decode(Codec::kPlanesZstd, DType::kF32, stored, Span(dst)).ok());
   EXPECT_EQ(dst, raw);
