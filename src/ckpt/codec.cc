@@ -691,11 +691,11 @@ Status ChunkCodec::Decode(Codec codec, DType dtype, std::string_view stored, std
         alignas(64) char block[kBlockBytes];
         const size_t n = dst.size() / es, per = kBlockBytes / es;
         for (size_t i = 0; i < n; i += per) {
-          const size_t m = std::min(per, n - i);
+          const size_t count = std::min(per, n - i);
           const char* at[8];
           for (size_t p = 0; p < es; ++p) at[p] = planes[p] + i;
-          UnshufflePlanes(at, es, m, block);
-          AddZigzagDelta({block, m * es}, es, dst.subspan(i * es, m * es));
+          UnshufflePlanes(at, es, count, block);
+          AddZigzagDelta({block, count * es}, es, dst.subspan(i * es, count * es));
         }
         return Status::Ok();
       }
