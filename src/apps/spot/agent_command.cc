@@ -628,11 +628,11 @@ int RunAgentCommand(const AgentArgs& args) {
   std::unique_ptr<AgentMetrics> metrics;
   if (args.metrics_port > 0) {
     const int cpus = args.cpus > 0 ? args.cpus : NodeCpus(*spec, args);
-    auto started = AgentMetrics::Start({.job = spec->job,
-                                        .instance = args.id,
-                                        .port = args.metrics_port,
-                                        .host = *host,
-                                        .cpus = cpus});
+    auto started =
+        StartOnPortOrAnother<std::unique_ptr<AgentMetrics>>(args.metrics_port, [&](int port) {
+          return AgentMetrics::Start(
+              {.job = spec->job, .instance = args.id, .port = port, .host = *host, .cpus = cpus});
+        });
     if (!started.ok()) {
       fmt::print(stderr, "error: --metrics-port {}: {}\n", args.metrics_port,
                  started.status().message());

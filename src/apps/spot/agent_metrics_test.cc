@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include "apps/spot/commands.h"
 #include "core/net.h"
 #include "core/process.h"
 #include "monitor/metrics.h"
@@ -87,6 +88,35 @@ TEST(AgentMetricsTest, BadOptionsAreRefused) {
   m = AgentMetrics::Start({.job = "j", .instance = "i", .port = *port, .cpus = 1});
   EXPECT_EQ(m.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(m.status().message().find(std::to_string(*port)), std::string::npos);
+}
+
+// `spot run` picks an instance's metrics port before the instance starts, so
+// another process may have bound it by then: the agent (and the worker) then
+// listen on another free port, which they publish.
+TEST(AgentMetricsTest, ATakenPortIsTradedForAnother) {
+  auto port = PickFreePort();
+  ASSERT_TRUE(port.ok());
+  auto taken = AgentMetrics::Start({.job = "j", .instance = "a", .port = *port, .cpus = 1});
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  std::vector<int> tried;
+  auto other = StartOnPortOrAnother<std::unique_ptr<AgentMetrics>>(*port, [&](int p) {
+    tried.push_back(p);
+    return AgentMetrics::Start({.job = "j", .instance = "b", .port = p, .cpus = 1});
+  });
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  ASSERT_EQ(tried.size(), 2u);
+  EXPECT_EQ(tried[0], *port);
+  EXPECT_NE((*other)->port(), *port);
+  EXPECT_EQ((*other)->port(), tried[1]);
+  EXPECT_TRUE(Scrape((*other)->port()));
+  // Other failures are not retried: a bad option stays an error.
+  tried.clear();
+  auto bad = StartOnPortOrAnother<std::unique_ptr<AgentMetrics>>(*port, [&](int p) {
+    tried.push_back(p);
+    return AgentMetrics::Start({.job = "j", .instance = "c", .port = p, .cpus = 0});
+  });
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(tried.size(), 1u);
 }
 
 }  // namespace

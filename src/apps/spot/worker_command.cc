@@ -211,12 +211,15 @@ int RunWorkerCommand(const WorkerArgs& args) {
       return ExitCodeFor(source.status());
     }
   }
-  auto monitor = WorkerMonitor::Start({.job_id = spec->name,
-                                       .worker_id = tag,
-                                       .metrics_port = args.metrics_port,
-                                       .metrics_host = host,
-                                       .tensorboard_dir = args.tensorboard,
-                                       .trace_path = monitor::TracePathFor(spec->output_dir, tag)});
+  auto monitor =
+      StartOnPortOrAnother<std::unique_ptr<WorkerMonitor>>(args.metrics_port, [&](int port) {
+        return WorkerMonitor::Start({.job_id = spec->name,
+                                     .worker_id = tag,
+                                     .metrics_port = port,
+                                     .metrics_host = host,
+                                     .tensorboard_dir = args.tensorboard,
+                                     .trace_path = monitor::TracePathFor(spec->output_dir, tag)});
+      });
   if (!monitor.ok()) {
     fmt::print(stderr, "error: --metrics-port {}: {}\n", args.metrics_port,
                monitor.status().message());
