@@ -173,7 +173,8 @@ enum class PlaneCoding { kStore, kLiterals, kMatches };
 // a piece from its middle saves too little: repeats that byte statistics
 // miss); else, with kLiteralsFirst, as literals only unless matches make
 // that piece a further kMatchesMinSaving smaller (a literals-only frame
-// decodes about 1.7x faster), with kMatches as zstd makes it.
+// of normal weights' exponents decodes about 1.7x faster), with kMatches as
+// zstd makes it.
 PlaneCoding ChooseCoding(std::string_view plane, PlaneFrames frames, ZSTD_CCtx* cctx,
                          std::string* scratch) {
   constexpr size_t kTrial = 16384;

@@ -42,6 +42,7 @@
 #include "apps/spot/agent_spec.h"
 #include "apps/spot/commands.h"
 #include "apps/spot/exit_code.h"
+#include "apps/spot/port_retry.h"
 #include "cloud/termination_watcher.h"
 #include "control/run_spec.h"
 #include "core/clock.h"

@@ -8,7 +8,7 @@
 #include <optional>
 #include <thread>
 
-#include "apps/spot/commands.h"
+#include "apps/spot/port_retry.h"
 #include "core/net.h"
 #include "core/process.h"
 #include "monitor/metrics.h"

@@ -17,6 +17,7 @@
 
 #include "apps/spot/commands.h"
 #include "apps/spot/exit_code.h"
+#include "apps/spot/port_retry.h"
 #include "apps/spot/worker_monitor.h"
 #include "cloud/termination_watcher.h"
 #include "control/job_monitor.h"
