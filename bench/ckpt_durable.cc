@@ -14,10 +14,13 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <vector>
 
+#include "bench_process.h"
 #include "ckpt/async_saver.h"
 #include "ckpt/store.h"
 #include "ckpt/torch_adapter.h"
@@ -113,21 +116,6 @@ Status Restart(ArmRun* a) {
   return Status::Ok();
 }
 
-// Drops the files under `dir` from the page cache (their pages are clean:
-// the stores fsync what they write, and the caller syncs), as a new machine
-// reading the durable tier finds them.
-Status DropFromPageCache(const std::string& dir) {
-  for (const fs::directory_entry& e : fs::recursive_directory_iterator(dir)) {
-    if (!e.is_regular_file()) continue;
-    const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return InternalError(fmt::format("{}: cannot open", e.path().string()));
-    const int rc = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    ::close(fd);
-    if (rc != 0) return InternalError(fmt::format("{}: posix_fadvise failed", e.path().string()));
-  }
-  return Status::Ok();
-}
-
 // LoadNewestValid into the model + RestoreTrainState, timed, from a store
 // whose local tier is empty; checked against `want`. `cold`: the durable
 // tier's files dropped from the page cache first.
@@ -177,6 +165,62 @@ Status TimedTorchLoad(Subject& s, const std::string& dir, const Fingerprint& wan
 }
 
 }  // namespace
+
+Status DropFromPageCache(const std::string& dir) {
+  for (const fs::directory_entry& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return InternalError(fmt::format("{}: cannot open", e.path().string()));
+    const int rc = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+    if (rc != 0) return InternalError(fmt::format("{}: posix_fadvise failed", e.path().string()));
+  }
+  return Status::Ok();
+}
+
+Result<RestartChild> RunRestartChild(const std::string& self, const CkptBenchOptions& o,
+                                     const RestartRequest& req) {
+  fs::create_directories(req.scratch_dir);
+  const std::string out = req.scratch_dir + "/result.txt", log = req.scratch_dir + "/child.log";
+  fs::remove(out);
+  std::vector<std::string> argv = {self,
+                                   "--workloads",
+                                   "ckpt",
+                                   "--ckpt-states",
+                                   req.key,
+                                   "--ckpt-restart-child",
+                                   req.ours ? "ours" : "torch",
+                                   "--ckpt-restart-dir",
+                                   req.dir,
+                                   "--ckpt-restart-before-step",
+                                   std::to_string(req.before_step),
+                                   "--ckpt-restart-out",
+                                   out,
+                                   "--threads",
+                                   std::to_string(o.threads),
+                                   "--seed",
+                                   std::to_string(o.seed)};
+  if (!req.durable_dir.empty()) {
+    argv.insert(argv.end(),
+                {"--ckpt-restart-durable-dir", req.durable_dir, "--ckpt-restart-durable-max-chain",
+                 std::to_string(req.durable_max_chain)});
+  }
+  Proc child(argv, log);
+  if (!child.started()) return InternalError("restart: cannot start " + self);
+  const int rc = child.Wait(/*timeout_s=*/600);
+  std::ifstream in(out);
+  RestartChild r;
+  if (rc != 0 || !(in >> r.seconds)) {
+    std::ifstream l(log);
+    std::string text((std::istreambuf_iterator<char>(l)), std::istreambuf_iterator<char>());
+    return InternalError(fmt::format("restart child ({}) exited {}: {}",
+                                     req.ours ? "ours" : "torch", rc, text.substr(0, 2000)));
+  }
+  std::string name;
+  uint64_t sum = 0;
+  while (in >> name >> sum) r.print.emplace_back(name, sum);
+  return r;
+}
 
 Result<DurableFigures> MeasureDurableRestart(Subject& s, const CkptBenchOptions& o,
                                              const std::string& dir) {
@@ -254,6 +298,38 @@ Result<DurableFigures> MeasureDurableRestart(Subject& s, const CkptBenchOptions&
       }
       SPOT_RETURN_IF_ERROR(
           TimedTorchLoad(s, torch_dir, want, &scratch, cold, cold ? &f.torch_cold_s : &f.torch_s));
+    }
+  }
+  // What a job gets (durable_max_chain 1), restarted in a new process, as
+  // after a preemption: a new empty local tier per rep, against torch::load
+  // in a new process (section 5's restart children; the order alternating).
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  for (ArmRun& a : arms) {
+    if (a.fig.max_chain != 1) continue;
+    for (int i = 0; i < o.restores; ++i) {
+      for (bool cold : {false, true}) {
+        for (int k = 0; k < 2; ++k) {
+          const bool ours = (i + k) % 2 == 0;
+          if (cold) SPOT_RETURN_IF_ERROR(DropFromPageCache(ours ? a.durable_dir : torch_dir));
+          RestartRequest req{
+              .key = s.key,
+              .ours = ours,
+              .dir = ours ? fmt::format("{}/child-local-{}-{}", a.dir, i, cold) : torch_dir,
+              .scratch_dir = dir + "/restart"};
+          if (ours) {
+            req.durable_dir = a.durable_dir;
+            req.durable_max_chain = a.fig.max_chain;
+          }
+          SPOT_ASSIGN_OR_RETURN(RestartChild r, RunRestartChild(self, o, req));
+          SPOT_RETURN_IF_ERROR(CheckSame(want, r.print,
+                                         ours ? "restarting from the durable tier in a new process"
+                                              : "torch::load in a new process",
+                                         /*tensors_only=*/!ours));
+          (ours ? (cold ? f.restart_cold_s : f.restart_s)
+                : (cold ? f.restart_torch_cold_s : f.restart_torch_s))
+              .push_back(r.seconds);
+        }
+      }
     }
   }
   for (ArmRun& a : arms) f.arms.push_back(std::move(a.fig));

@@ -7,6 +7,8 @@
 // newest one from the durable tier takes, against torch::load of that state.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "ckpt_figures.h"
@@ -19,6 +21,32 @@ namespace spot::bench {
 // `dir` (removed on success). Every restore is checked against the newest
 // state by fingerprint: InternalError when one differs, or when a store
 // breaks its durable_max_chain.
+// Drops the files under `dir` from the page cache (their pages are clean:
+// written with fsync, or the caller syncs first), as a new machine reading
+// them finds them.
+Status DropFromPageCache(const std::string& dir);
+
+// A restart in a new process, as after a preemption: this binary started as
+// a restart child (CkptBenchOptions::restart_child) restoring state `key`.
+struct RestartRequest {
+  std::string key;
+  bool ours = true;  // else torch::load
+  std::string dir;   // ours: the store's local tier; torch: torch::save's files
+  int64_t before_step = std::numeric_limits<int64_t>::max();  // ours: LoadNewestValid's
+  std::string durable_dir;                                    // ours: "" for none
+  int durable_max_chain = 1;
+  std::string scratch_dir;  // the child's log and result go here
+};
+// What the child reports: its restore's seconds and the state after it.
+struct RestartChild {
+  double seconds = 0;
+  Fingerprint print;
+};
+// Runs `self` as a restart child and reads what it wrote; InternalError with
+// the child's log when it fails.
+Result<RestartChild> RunRestartChild(const std::string& self, const CkptBenchOptions& o,
+                                     const RestartRequest& req);
+
 Result<DurableFigures> MeasureDurableRestart(Subject& s, const CkptBenchOptions& o,
                                              const std::string& dir);
 

@@ -93,6 +93,10 @@ struct RestoreFigures {
   std::vector<double> raw_full_placed_s, raw_full_placed_load_s;
   uint64_t raw_full_file_bytes = 0;
   int raw_full_raw_chunks = 0, raw_full_chunks = 0;
+  // A restart in a new process (the child builds the model and optimizer,
+  // untimed, then restores): the full version into the model, and
+  // torch::load; each with the files in the page cache and dropped from it.
+  std::vector<double> restart_s, restart_torch_s, restart_cold_s, restart_torch_cold_s;
   int delta_depth = 0;
   uint64_t full_file_bytes = 0;
   // What writing them cost (AsyncSaver's writer thread): the full version and
@@ -136,7 +140,10 @@ struct DurableFigures {
   std::vector<DurableArm> arms;      // in kDurableMaxChains' order
   std::vector<double> torch_s;       // torch::load of the newest state
   std::vector<double> torch_cold_s;  // the same, its files dropped from the page cache first
-  double other_cores = 0;            // used by other processes during this section
+  // The durable_max_chain 1 arm and torch::load, each restarted in a new
+  // process (section 5's restart children), warm and with the files dropped.
+  std::vector<double> restart_s, restart_cold_s, restart_torch_s, restart_torch_cold_s;
+  double other_cores = 0;  // used by other processes during this section
 };
 
 // Everything measured for one training state.

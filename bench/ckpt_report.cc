@@ -266,11 +266,12 @@ std::string RestoreSection(const std::vector<SubjectFigures>& all, const CkptBen
     const RestoreFigures& r = f.restore;
     double tl = Median(r.torch_s);
     auto row = [&](const std::string& what, const std::vector<double>& v,
-                   const std::vector<double>& load) {
+                   const std::vector<double>& load, double anchor = 0) {
+      if (v.empty()) return;
       double m = Median(v);
       t.AddRow({f.title, what, fmt::format("{:.1f}", m * 1e3),
                 load.empty() ? "" : fmt::format("{:.1f}", Median(load) * 1e3),
-                fmt::format("{:.2f}x", m / tl), "yes"});
+                fmt::format("{:.2f}x", m / (anchor > 0 ? anchor : tl)), "yes"});
     };
     row("full version (LoadNewestValid + RestoreTrainState)", r.full_s, r.full_load_s);
     row("full version, into the model (LoadNewestValid + TensorPlacement + RestoreTrainState)",
@@ -292,15 +293,31 @@ std::string RestoreSection(const std::vector<SubjectFigures>& all, const CkptBen
                     r.delta_depth),
         r.chain_s, r.chain_load_s);
     row("torch::load (model + optimizer)", r.torch_s, {});
+    for (bool cold : {false, true}) {
+      const std::vector<double>& ours = cold ? r.restart_cold_s : r.restart_s;
+      const std::vector<double>& torch = cold ? r.restart_torch_cold_s : r.restart_torch_s;
+      if (torch.empty()) continue;
+      const char* cache = cold ? ", page cache dropped" : "";
+      row(fmt::format("a restart in a new process{}: full version into the model (Open + "
+                      "LoadNewestValid + TensorPlacement + RestoreTrainState)",
+                      cache),
+          ours, {}, Median(torch));
+      row(fmt::format("a restart in a new process{}: torch::load (model + optimizer)", cache),
+          torch, {}, Median(torch));
+    }
     raw += fmt::format(
         "- {}: full {}, full into the model {}, full stored raw into the model {}, full by "
         "ReadAll {}, full on one thread {}, delta {}, delta into the model {}, delta in one pass "
-        "{}, torch::load {} (ms)\n",
+        "{}, torch::load {}; restarts in a new process: ours {}, torch::load {}, page cache "
+        "dropped: ours {}, torch::load {} (ms)\n",
         f.key, FormatList(Scaled(r.full_s, 1e3), 1), FormatList(Scaled(r.full_placed_s, 1e3), 1),
         FormatList(Scaled(r.raw_full_placed_s, 1e3), 1),
         FormatList(Scaled(r.full_direct_s, 1e3), 1), FormatList(Scaled(r.full_serial_s, 1e3), 1),
         FormatList(Scaled(r.delta_s, 1e3), 1), FormatList(Scaled(r.delta_placed_s, 1e3), 1),
-        FormatList(Scaled(r.chain_s, 1e3), 1), FormatList(Scaled(r.torch_s, 1e3), 1));
+        FormatList(Scaled(r.chain_s, 1e3), 1), FormatList(Scaled(r.torch_s, 1e3), 1),
+        FormatList(Scaled(r.restart_s, 1e3), 1), FormatList(Scaled(r.restart_torch_s, 1e3), 1),
+        FormatList(Scaled(r.restart_cold_s, 1e3), 1),
+        FormatList(Scaled(r.restart_torch_cold_s, 1e3), 1));
     writes += fmt::format(
         "- {}: full version {:.0f} ms, {} MB; deltas {} ms, the newest {} MB; the full version "
         "with chunks saving < {:.0f}% stored raw {} MB\n",
@@ -330,8 +347,16 @@ std::string RestoreSection(const std::vector<SubjectFigures>& all, const CkptBen
       "once, untimed): the full one with ReadAll, on every core and on one thread, and the "
       "chain with ReadChain, each chunk through all its versions while in cache. Decoding "
       "runs on one thread per core unless said. torch::load reads files torch::save wrote of the "
-      "same state. All files were just written (page cache). \"vs torch::load\" < 1 means "
-      "ours is faster.\n\n{}\nAll reps:\n{}\nWriting them (AsyncSaver's writer thread: "
+      "same state. All files were just written (page cache). The \"restart in a new process\" "
+      "rows are what a job pays after a preemption: each rep starts this binary once for ours "
+      "and once for torch::load (the order alternating), which builds the model and optimizer "
+      "(untimed), then restores (timed: ours opens the store, loads the full version into the "
+      "model and restores the train state) and is checked like the rest; in a new process no "
+      "memory an earlier restore freed is at hand (the reps above may reuse it: the trainer's "
+      "malloc settings keep large blocks in the heap). Their \"vs torch::load\" is against "
+      "torch::load in a new process, with the page cache as warm or cold (posix_fadvise "
+      "DONTNEED after a sync) as ours. \"vs torch::load\" < 1 means ours is faster.\n\n{}\nAll "
+      "reps:\n{}\nWriting them (AsyncSaver's writer thread: "
       "encode, write, fsync, retention):\n{}",
       o.restores, kRestoreChainDepth, kRawFullBelowSaving, t.ToMarkdown(), raw, writes);
 }
@@ -386,6 +411,23 @@ std::string DurableSection(const std::vector<SubjectFigures>& all, const CkptBen
     raw += fmt::format("- {} torch::load: {} (ms)\n", f.key, FormatList(Scaled(d.torch_s, 1e3), 1));
     raw += fmt::format("- {} torch::load, page cache dropped: {} (ms)\n", f.key,
                        FormatList(Scaled(d.torch_cold_s, 1e3), 1));
+    int depth = 0;  // what the durable_max_chain 1 arm's restart decodes
+    for (const DurableArm& a : d.arms) depth = a.max_chain == 1 ? a.restored_depth : depth;
+    for (bool cold : {false, true}) {
+      const std::vector<double>& ours = cold ? d.restart_cold_s : d.restart_s;
+      const std::vector<double>& torch = cold ? d.restart_torch_cold_s : d.restart_torch_s;
+      if (ours.empty() || torch.empty()) continue;
+      const std::string cache = cold ? ", page cache dropped" : "";
+      t.AddRow({f.title, "1", "the newest version, a restart in a new process" + cache,
+                fmt::format("{}", depth), fmt::format("{:.1f}", Median(ours) * 1e3), "",
+                fmt::format("{:.2f}x", Median(ours) / Median(torch)), "", "", "", "yes"});
+      t.AddRow({f.title, "", "torch::load (model + optimizer), a restart in a new process" + cache,
+                "", fmt::format("{:.1f}", Median(torch) * 1e3), "", "1.00x", "", "", "", "yes"});
+      raw += fmt::format(
+          "- {} restarts in a new process{}: durable_max_chain 1 {}, torch::load {} "
+          "(ms)\n",
+          f.key, cache, FormatList(Scaled(ours, 1e3), 1), FormatList(Scaled(torch, 1e3), 1));
+    }
     others += fmt::format("{}{} {:.2f}", others.empty() ? "" : ", ", f.key, d.other_cores);
   }
   return fmt::format(
@@ -424,7 +466,13 @@ std::string DurableSection(const std::vector<SubjectFigures>& all, const CkptBen
       "restores. All files were just written (page cache warm); then, each rep, the same "
       "restores and torch::load again with their files dropped from the page cache first "
       "(posix_fadvise DONTNEED: the reads go to the disk, as a new machine's do), each against "
-      "torch::load's cold reads. \"vs torch::load\" < 1 means "
+      "torch::load's cold reads. Last, the durable_max_chain 1 store (what jobs get) restarted "
+      "in a new process each rep, as after a preemption: this binary started once for ours (a "
+      "new empty local tier, the same durable one) and once for torch::load, the order "
+      "alternating; the child builds the model and optimizer (untimed), then restores (timed: "
+      "ours opens the store, loads the newest version into the model and restores the train "
+      "state) and is checked like the rest; warm, then with the files dropped. \"vs "
+      "torch::load\" < 1 means "
       "ours is faster. Cores other processes used during this section: {}.\n\n{}\nThe "
       "restarts:\n\n{}\nAll reps:\n{}",
       kRestoreChainDepth, o.restores, kRestoreChainDepth + 1, others, v.ToMarkdown(),

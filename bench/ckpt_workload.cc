@@ -8,6 +8,7 @@
 #include <torch/optim/adam.h>
 #include <torch/serialize.h>
 #include <torch/utils.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -15,6 +16,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <optional>
 
@@ -456,14 +459,47 @@ Result<RestoreFigures> MeasureRestore(Subject& s, const CkptBenchOptions& o, con
     SPOT_ASSIGN_OR_RETURN(got, TakeFingerprint(s, scratch));
     SPOT_RETURN_IF_ERROR(CheckSame(delta_print, got, "torch::load", /*tensors_only=*/true));
   }
+
+  // A restart in a new process, as after a preemption: the reps above run in
+  // a process whose allocator may hand back memory a previous rep freed (the
+  // trainer's malloc settings keep large blocks in the heap), which a new
+  // process never has. Each rep starts this binary once for ours and once for
+  // torch::load (the order alternating), with the files in the page cache and
+  // then dropped from it.
+  ::sync();  // torch::save does not fsync: its pages must be clean to be dropped
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  for (int i = 0; i < o.restores; ++i) {
+    for (bool cold : {false, true}) {
+      for (int k = 0; k < 2; ++k) {
+        const bool ours = (i + k) % 2 == 0;
+        const std::string files = ours ? dir + "/ours" : dir + "/torch";
+        if (cold) SPOT_RETURN_IF_ERROR(DropFromPageCache(files));
+        SPOT_ASSIGN_OR_RETURN(RestartChild r, RunRestartChild(self, o,
+                                                              {.key = s.key,
+                                                               .ours = ours,
+                                                               .dir = files,
+                                                               .before_step = full_step + 1,
+                                                               .scratch_dir = dir + "/restart"}));
+        SPOT_RETURN_IF_ERROR(CheckSame(
+            ours ? full_print : delta_print, r.print,
+            ours ? "restoring the full version in a new process" : "torch::load in a new process",
+            /*tensors_only=*/!ours));
+        (ours ? (cold ? f.restart_cold_s : f.restart_s)
+              : (cold ? f.restart_torch_cold_s : f.restart_torch_s))
+            .push_back(r.seconds);
+      }
+    }
+  }
   return f;
 }
 
 // 5. Restore time, then 6. restarting from the durable tier (ckpt_durable.h).
 Status MeasureRestoreInto(const std::string& key, Subject& s, const CkptBenchOptions& o,
                           const std::string& dir, SubjectFigures* f) {
-  Progress(fmt::format("ckpt {}: 5. restore, {} reps of full, delta (depth {}) and torch::load",
-                       key, o.restores, kRestoreChainDepth));
+  Progress(fmt::format(
+      "ckpt {}: 5. restore, {} reps of full, delta (depth {}) and torch::load, then restarts in "
+      "new processes",
+      key, o.restores, kRestoreChainDepth));
   {
     ckpt::Container scratch;
     SPOT_ASSIGN_OR_RETURN(f->restore, MeasureRestore(s, o, dir + "/restore", &scratch));
@@ -580,6 +616,49 @@ Result<std::string> Run(const CkptBenchOptions& o) {
 }
 
 }  // namespace
+
+Status RunCkptRestartChild(const CkptBenchOptions& o) {
+  try {
+    at::set_num_threads(o.threads);
+    // Ours under the trainer's malloc settings, as a job restarts;
+    // torch::load under glibc's defaults, as a PyTorch job does.
+    if (o.restart_child == "ours") train::KeepActivationBuffersInHeap();
+    if (o.states.size() != 1) return InvalidArgumentError("restart child: one state expected");
+    Data data;  // the step runner needs a data set; nothing trains here
+    data.set.images = at::randn({64, 1, 28, 28});
+    data.set.labels = at::randint(10, {64}, at::kLong);
+    std::unique_ptr<Subject> s = MakeSubject(o.states[0], data, o);
+    const auto t0 = Clock::now();
+    if (o.restart_child == "ours") {
+      SPOT_ASSIGN_OR_RETURN(
+          std::unique_ptr<ckpt::CheckpointStore> store,
+          ckpt::CheckpointStore::Open({.dir = o.restart_dir,
+                                       .durable_dir = o.restart_durable_dir,
+                                       .durable_max_chain = o.restart_durable_max_chain}));
+      ckpt::TensorPlacement into_model;
+      s->PlaceIntoModel(&into_model);
+      SPOT_ASSIGN_OR_RETURN(ckpt::CheckpointStore::Loaded l,
+                            store->LoadNewestValid(o.restart_before_step, into_model.place()));
+      SPOT_RETURN_IF_ERROR(s->Restore(l.container));
+    } else if (o.restart_child == "torch") {
+      torch::load(s->model, o.restart_dir + "/model.pt");
+      torch::load(*s->optimizer, o.restart_dir + "/optimizer.pt");
+    } else {
+      return InvalidArgumentError("restart child: '" + o.restart_child + "' (want ours or torch)");
+    }
+    const double seconds = Since(t0);
+    ckpt::Container scratch;
+    SPOT_ASSIGN_OR_RETURN(Fingerprint print, TakeFingerprint(*s, &scratch));
+    std::ofstream out(o.restart_out, std::ios::trunc);
+    out << fmt::format("{:.9f}\n", seconds);
+    for (const auto& [name, sum] : print) out << name << ' ' << sum << '\n';
+    out.close();
+    if (!out) return UnavailableError(o.restart_out + ": cannot write");
+    return Status::Ok();
+  } catch (const c10::Error& e) {
+    return InternalError(std::string("restart child: ") + e.what_without_backtrace());
+  }
+}
 
 Result<std::string> RunCkptWorkload(const CkptBenchOptions& o) {
   Progress(fmt::format("ckpt: states {}", fmt::join(o.states, ", ")));

@@ -15,7 +15,9 @@
 //      files
 //   4. single-thread codec throughput (ChunkCodec, per chunk)
 //   5. restore time (LoadNewestValid + RestoreTrainState) of a full version
-//      and of a delta at chain depth 3 vs torch::load
+//      and of a delta at chain depth 3 vs torch::load; then a restart in a
+//      new process (this binary started per rep, for ours and for
+//      torch::load), as a job pays after a preemption
 //   6. a restart with no survivor (the local tier lost) from the durable
 //      tier, with durable copies written in full past durable_max_chain
 //      (no limit, 1, 0): replication cost per version, restore time and the
@@ -51,10 +53,25 @@ struct CkptBenchOptions {
   std::string work_dir;       // checkpoint and torch::save files go under it
   double quiet_cores = 0.25;  // before each state, wait until other processes use fewer
   double quiet_wait_s = 10;   // cores than this, or this long has passed
+  // Internal: this process is the child of section 5's restart in a new
+  // process. It builds the state's model and optimizer (untimed), restores
+  // into them (timed) and writes the seconds and the state's fingerprint to
+  // restart_out.
+  std::string restart_child;        // "ours" or "torch"; "" when not a child
+  std::string restart_dir;          // ours: the store's local tier; torch: torch::save's files
+  int64_t restart_before_step = 0;  // ours: LoadNewestValid(before_step)
+  std::string restart_durable_dir;  // ours: the store's durable tier ("" for none)
+  int restart_durable_max_chain = 1;
+  std::string restart_out;
 };
 
 // Returns the report (Markdown tables and method) or the first failure,
 // including a restore or decode that does not give back what was saved.
 Result<std::string> RunCkptWorkload(const CkptBenchOptions& options);
+
+// The child's side of section 5's restart in a new process (restart_child
+// set; states holds the one state). Exit code 0 only when it wrote
+// restart_out.
+Status RunCkptRestartChild(const CkptBenchOptions& options);
 
 }  // namespace spot::bench

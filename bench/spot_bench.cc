@@ -136,6 +136,15 @@ void AddFlags(CLI::App& app, Flags* f) {
       ->capture_default_str();
   app.add_flag("--ckpt-restore-only", f->ckpt.restore_only,
                "ckpt: measure the restore time alone (sections 5 and 6; no training runs)");
+  // Internal: section 5's restart child (ckpt_workload.h), hidden from --help.
+  app.add_option("--ckpt-restart-child", f->ckpt.restart_child)
+      ->check(CLI::IsMember({"ours", "torch"}))
+      ->group("");
+  app.add_option("--ckpt-restart-dir", f->ckpt.restart_dir)->group("");
+  app.add_option("--ckpt-restart-before-step", f->ckpt.restart_before_step)->group("");
+  app.add_option("--ckpt-restart-out", f->ckpt.restart_out)->group("");
+  app.add_option("--ckpt-restart-durable-dir", f->ckpt.restart_durable_dir)->group("");
+  app.add_option("--ckpt-restart-durable-max-chain", f->ckpt.restart_durable_max_chain)->group("");
   app.add_option("--sim-samples", f->sim.samples, "sim: starts per zone for the fast policies")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -296,6 +305,15 @@ int main(int argc, char** argv) {
   if (spot::Status s = spot::InitLogging(spot::LogLevel::kWarn); !s.ok()) {
     fmt::print(stderr, "error: {}\n", s.message());
     return 2;
+  }
+  if (!flags.ckpt.restart_child.empty()) {
+    flags.ckpt.threads = flags.train.threads;
+    flags.ckpt.seed = flags.train.seed;
+    if (spot::Status st = spot::bench::RunCkptRestartChild(flags.ckpt); !st.ok()) {
+      fmt::print(stderr, "error: {}\n", st.ToString());
+      return 1;
+    }
+    return 0;
   }
   return spot::bench::Run(flags);
 }
