@@ -164,20 +164,14 @@ Status TimedTorchLoad(Subject& s, const std::string& dir, const Fingerprint& wan
   return CheckSame(want, got, "torch::load", /*tensors_only=*/true);
 }
 
-}  // namespace
+// What a restart child reports: its restore's seconds and the state after it.
+struct RestartChild {
+  double seconds = 0;
+  Fingerprint print;
+};
 
-Status DropFromPageCache(const std::string& dir) {
-  for (const fs::directory_entry& e : fs::recursive_directory_iterator(dir)) {
-    if (!e.is_regular_file()) continue;
-    const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return InternalError(fmt::format("{}: cannot open", e.path().string()));
-    const int rc = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    ::close(fd);
-    if (rc != 0) return InternalError(fmt::format("{}: posix_fadvise failed", e.path().string()));
-  }
-  return Status::Ok();
-}
-
+// Runs `self` as a restart child and reads what it wrote; InternalError with
+// the child's log when it fails.
 Result<RestartChild> RunRestartChild(const std::string& self, const CkptBenchOptions& o,
                                      const RestartRequest& req) {
   fs::create_directories(req.scratch_dir);
@@ -220,6 +214,48 @@ Result<RestartChild> RunRestartChild(const std::string& self, const CkptBenchOpt
   uint64_t sum = 0;
   while (in >> name >> sum) r.print.emplace_back(name, sum);
   return r;
+}
+
+}  // namespace
+
+Status DropFromPageCache(const std::string& dir) {
+  for (const fs::directory_entry& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return InternalError(fmt::format("{}: cannot open", e.path().string()));
+    const int rc = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+    if (rc != 0) return InternalError(fmt::format("{}: posix_fadvise failed", e.path().string()));
+  }
+  return Status::Ok();
+}
+
+Status MeasureRestarts(const CkptBenchOptions& o, const RestartRequest& ours,
+                       const std::string& ours_files, const Fingerprint& want_ours,
+                       const RestartRequest& torch, const Fingerprint& want_torch,
+                       RestartTimes* out) {
+  ::sync();  // torch::save does not fsync: its pages must be clean to be dropped
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  for (int i = 0; i < o.restores; ++i) {
+    for (bool cold : {false, true}) {
+      for (int k = 0; k < 2; ++k) {
+        const bool is_ours = (i + k) % 2 == 0;
+        RestartRequest req = is_ours ? ours : torch;
+        if (is_ours && !req.durable_dir.empty()) {
+          req.dir = fmt::format("{}/local-{}-{}", req.scratch_dir, i, cold ? "cold" : "warm");
+        }
+        if (cold) SPOT_RETURN_IF_ERROR(DropFromPageCache(is_ours ? ours_files : torch.dir));
+        SPOT_ASSIGN_OR_RETURN(RestartChild r, RunRestartChild(self, o, req));
+        SPOT_RETURN_IF_ERROR(
+            CheckSame(is_ours ? want_ours : want_torch, r.print,
+                      is_ours ? "restoring in a new process" : "torch::load in a new process",
+                      /*tensors_only=*/!is_ours));
+        (is_ours ? (cold ? out->ours_cold : out->ours) : (cold ? out->torch_cold : out->torch))
+            .push_back(r.seconds);
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 Result<DurableFigures> MeasureDurableRestart(Subject& s, const CkptBenchOptions& o,
@@ -301,36 +337,18 @@ Result<DurableFigures> MeasureDurableRestart(Subject& s, const CkptBenchOptions&
     }
   }
   // What a job gets (durable_max_chain 1), restarted in a new process, as
-  // after a preemption: a new empty local tier per rep, against torch::load
-  // in a new process (section 5's restart children; the order alternating).
-  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  // after a preemption: a new empty local tier per restart.
   for (ArmRun& a : arms) {
     if (a.fig.max_chain != 1) continue;
-    for (int i = 0; i < o.restores; ++i) {
-      for (bool cold : {false, true}) {
-        for (int k = 0; k < 2; ++k) {
-          const bool ours = (i + k) % 2 == 0;
-          if (cold) SPOT_RETURN_IF_ERROR(DropFromPageCache(ours ? a.durable_dir : torch_dir));
-          RestartRequest req{
-              .key = s.key,
-              .ours = ours,
-              .dir = ours ? fmt::format("{}/child-local-{}-{}", a.dir, i, cold) : torch_dir,
-              .scratch_dir = dir + "/restart"};
-          if (ours) {
-            req.durable_dir = a.durable_dir;
-            req.durable_max_chain = a.fig.max_chain;
-          }
-          SPOT_ASSIGN_OR_RETURN(RestartChild r, RunRestartChild(self, o, req));
-          SPOT_RETURN_IF_ERROR(CheckSame(want, r.print,
-                                         ours ? "restarting from the durable tier in a new process"
-                                              : "torch::load in a new process",
-                                         /*tensors_only=*/!ours));
-          (ours ? (cold ? f.restart_cold_s : f.restart_s)
-                : (cold ? f.restart_torch_cold_s : f.restart_torch_s))
-              .push_back(r.seconds);
-        }
-      }
-    }
+    SPOT_RETURN_IF_ERROR(MeasureRestarts(
+        o,
+        {.key = s.key,
+         .durable_dir = a.durable_dir,
+         .durable_max_chain = a.fig.max_chain,
+         .scratch_dir = a.dir + "/restart"},
+        a.durable_dir, want,
+        {.key = s.key, .ours = false, .dir = torch_dir, .scratch_dir = a.dir + "/restart"}, want,
+        &f.restart));
   }
   for (ArmRun& a : arms) f.arms.push_back(std::move(a.fig));
   arms.clear();  // closes the stores

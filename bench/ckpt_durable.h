@@ -37,15 +37,16 @@ struct RestartRequest {
   int durable_max_chain = 1;
   std::string scratch_dir;  // the child's log and result go here
 };
-// What the child reports: its restore's seconds and the state after it.
-struct RestartChild {
-  double seconds = 0;
-  Fingerprint print;
-};
-// Runs `self` as a restart child and reads what it wrote; InternalError with
-// the child's log when it fails.
-Result<RestartChild> RunRestartChild(const std::string& self, const CkptBenchOptions& o,
-                                     const RestartRequest& req);
+// o.restores reps of restarts in a new process (this binary started as a
+// restart child), each rep with the files in the page cache and then dropped
+// from it (`ours_files`, `torch.dir`), ours and torch::load in alternating
+// order; each checked against its fingerprint (torch::load: tensors only).
+// With ours.durable_dir, each of ours gets a new empty local tier under
+// ours.scratch_dir (ours.dir unused), as a new machine does.
+Status MeasureRestarts(const CkptBenchOptions& o, const RestartRequest& ours,
+                       const std::string& ours_files, const Fingerprint& want_ours,
+                       const RestartRequest& torch, const Fingerprint& want_torch,
+                       RestartTimes* out);
 
 Result<DurableFigures> MeasureDurableRestart(Subject& s, const CkptBenchOptions& o,
                                              const std::string& dir);

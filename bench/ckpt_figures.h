@@ -77,6 +77,13 @@ struct CodecRow {
 // The raw threshold of the "stored raw" full version (CodecPlan::raw_below_saving).
 inline constexpr double kRawFullBelowSaving = 0.25;
 
+// Restarts in a new process, as after a preemption (MeasureRestarts in
+// ckpt_durable.h): the child builds the model and optimizer (untimed), then
+// restores; with the files in the page cache, and dropped from it first.
+struct RestartTimes {
+  std::vector<double> ours, torch, ours_cold, torch_cold;
+};
+
 struct RestoreFigures {
   std::vector<double> full_s, delta_s, torch_s;
   std::vector<double> full_load_s, delta_load_s;  // of which LoadNewestValid
@@ -93,10 +100,9 @@ struct RestoreFigures {
   std::vector<double> raw_full_placed_s, raw_full_placed_load_s;
   uint64_t raw_full_file_bytes = 0;
   int raw_full_raw_chunks = 0, raw_full_chunks = 0;
-  // A restart in a new process (the child builds the model and optimizer,
-  // untimed, then restores): the full version into the model, and
-  // torch::load; each with the files in the page cache and dropped from it.
-  std::vector<double> restart_s, restart_torch_s, restart_cold_s, restart_torch_cold_s;
+  // A restart in a new process: the full version into the model, and
+  // torch::load.
+  RestartTimes restart;
   int delta_depth = 0;
   uint64_t full_file_bytes = 0;
   // What writing them cost (AsyncSaver's writer thread): the full version and
@@ -140,9 +146,9 @@ struct DurableFigures {
   std::vector<DurableArm> arms;      // in kDurableMaxChains' order
   std::vector<double> torch_s;       // torch::load of the newest state
   std::vector<double> torch_cold_s;  // the same, its files dropped from the page cache first
-  // The durable_max_chain 1 arm and torch::load, each restarted in a new
-  // process (section 5's restart children), warm and with the files dropped.
-  std::vector<double> restart_s, restart_cold_s, restart_torch_s, restart_torch_cold_s;
+  // The durable_max_chain 1 arm's newest version and torch::load, each
+  // restarted in a new process.
+  RestartTimes restart;
   double other_cores = 0;  // used by other processes during this section
 };
 

@@ -294,8 +294,8 @@ std::string RestoreSection(const std::vector<SubjectFigures>& all, const CkptBen
         r.chain_s, r.chain_load_s);
     row("torch::load (model + optimizer)", r.torch_s, {});
     for (bool cold : {false, true}) {
-      const std::vector<double>& ours = cold ? r.restart_cold_s : r.restart_s;
-      const std::vector<double>& torch = cold ? r.restart_torch_cold_s : r.restart_torch_s;
+      const std::vector<double>& ours = cold ? r.restart.ours_cold : r.restart.ours;
+      const std::vector<double>& torch = cold ? r.restart.torch_cold : r.restart.torch;
       if (torch.empty()) continue;
       const char* cache = cold ? ", page cache dropped" : "";
       row(fmt::format("a restart in a new process{}: full version into the model (Open + "
@@ -315,9 +315,9 @@ std::string RestoreSection(const std::vector<SubjectFigures>& all, const CkptBen
         FormatList(Scaled(r.full_direct_s, 1e3), 1), FormatList(Scaled(r.full_serial_s, 1e3), 1),
         FormatList(Scaled(r.delta_s, 1e3), 1), FormatList(Scaled(r.delta_placed_s, 1e3), 1),
         FormatList(Scaled(r.chain_s, 1e3), 1), FormatList(Scaled(r.torch_s, 1e3), 1),
-        FormatList(Scaled(r.restart_s, 1e3), 1), FormatList(Scaled(r.restart_torch_s, 1e3), 1),
-        FormatList(Scaled(r.restart_cold_s, 1e3), 1),
-        FormatList(Scaled(r.restart_torch_cold_s, 1e3), 1));
+        FormatList(Scaled(r.restart.ours, 1e3), 1), FormatList(Scaled(r.restart.torch, 1e3), 1),
+        FormatList(Scaled(r.restart.ours_cold, 1e3), 1),
+        FormatList(Scaled(r.restart.torch_cold, 1e3), 1));
     writes += fmt::format(
         "- {}: full version {:.0f} ms, {} MB; deltas {} ms, the newest {} MB; the full version "
         "with chunks saving < {:.0f}% stored raw {} MB\n",
@@ -414,8 +414,8 @@ std::string DurableSection(const std::vector<SubjectFigures>& all, const CkptBen
     int depth = 0;  // what the durable_max_chain 1 arm's restart decodes
     for (const DurableArm& a : d.arms) depth = a.max_chain == 1 ? a.restored_depth : depth;
     for (bool cold : {false, true}) {
-      const std::vector<double>& ours = cold ? d.restart_cold_s : d.restart_s;
-      const std::vector<double>& torch = cold ? d.restart_torch_cold_s : d.restart_torch_s;
+      const std::vector<double>& ours = cold ? d.restart.ours_cold : d.restart.ours;
+      const std::vector<double>& torch = cold ? d.restart.torch_cold : d.restart.torch;
       if (ours.empty() || torch.empty()) continue;
       const std::string cache = cold ? ", page cache dropped" : "";
       t.AddRow({f.title, "1", "the newest version, a restart in a new process" + cache,

@@ -8,7 +8,6 @@
 #include <torch/optim/adam.h>
 #include <torch/serialize.h>
 #include <torch/utils.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -463,33 +462,16 @@ Result<RestoreFigures> MeasureRestore(Subject& s, const CkptBenchOptions& o, con
   // A restart in a new process, as after a preemption: the reps above run in
   // a process whose allocator may hand back memory a previous rep freed (the
   // trainer's malloc settings keep large blocks in the heap), which a new
-  // process never has. Each rep starts this binary once for ours and once for
-  // torch::load (the order alternating), with the files in the page cache and
-  // then dropped from it.
-  ::sync();  // torch::save does not fsync: its pages must be clean to be dropped
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  for (int i = 0; i < o.restores; ++i) {
-    for (bool cold : {false, true}) {
-      for (int k = 0; k < 2; ++k) {
-        const bool ours = (i + k) % 2 == 0;
-        const std::string files = ours ? dir + "/ours" : dir + "/torch";
-        if (cold) SPOT_RETURN_IF_ERROR(DropFromPageCache(files));
-        SPOT_ASSIGN_OR_RETURN(RestartChild r, RunRestartChild(self, o,
-                                                              {.key = s.key,
-                                                               .ours = ours,
-                                                               .dir = files,
-                                                               .before_step = full_step + 1,
-                                                               .scratch_dir = dir + "/restart"}));
-        SPOT_RETURN_IF_ERROR(CheckSame(
-            ours ? full_print : delta_print, r.print,
-            ours ? "restoring the full version in a new process" : "torch::load in a new process",
-            /*tensors_only=*/!ours));
-        (ours ? (cold ? f.restart_cold_s : f.restart_s)
-              : (cold ? f.restart_torch_cold_s : f.restart_torch_s))
-            .push_back(r.seconds);
-      }
-    }
-  }
+  // process never has.
+  SPOT_RETURN_IF_ERROR(MeasureRestarts(
+      o,
+      {.key = s.key,
+       .dir = dir + "/ours",
+       .before_step = full_step + 1,
+       .scratch_dir = dir + "/restart"},
+      dir + "/ours", full_print,
+      {.key = s.key, .ours = false, .dir = dir + "/torch", .scratch_dir = dir + "/restart"},
+      delta_print, &f.restart));
   return f;
 }
 
