@@ -411,8 +411,10 @@ std::string DurableSection(const std::vector<SubjectFigures>& all, const CkptBen
     raw += fmt::format("- {} torch::load: {} (ms)\n", f.key, FormatList(Scaled(d.torch_s, 1e3), 1));
     raw += fmt::format("- {} torch::load, page cache dropped: {} (ms)\n", f.key,
                        FormatList(Scaled(d.torch_cold_s, 1e3), 1));
-    int depth = 0;  // what the durable_max_chain 1 arm's restart decodes
-    for (const DurableArm& a : d.arms) depth = a.max_chain == 1 ? a.restored_depth : depth;
+    // What the durable_max_chain 1 arm's restart decodes (MeasureRestarts' arm).
+    auto one = std::find_if(d.arms.begin(), d.arms.end(),
+                            [](const DurableArm& a) { return a.max_chain == 1; });
+    const int depth = one == d.arms.end() ? 0 : one->restored_depth;
     for (bool cold : {false, true}) {
       const std::vector<double>& ours = cold ? d.restart.ours_cold : d.restart.ours;
       const std::vector<double>& torch = cold ? d.restart.torch_cold : d.restart.torch;

@@ -53,10 +53,10 @@ struct CkptBenchOptions {
   std::string work_dir;       // checkpoint and torch::save files go under it
   double quiet_cores = 0.25;  // before each state, wait until other processes use fewer
   double quiet_wait_s = 10;   // cores than this, or this long has passed
-  // Internal: this process is the child of section 5's restart in a new
-  // process. It builds the state's model and optimizer (untimed), restores
-  // into them (timed) and writes the seconds and the state's fingerprint to
-  // restart_out.
+  // Internal: this process is a restart child of sections 5 and 6 (a
+  // restart in a new process). It builds the state's model and optimizer
+  // (untimed), restores into them (timed) and writes the seconds and the
+  // state's fingerprint to restart_out.
   std::string restart_child;        // "ours" or "torch"; "" when not a child
   std::string restart_dir;          // ours: the store's local tier; torch: torch::save's files
   int64_t restart_before_step = 0;  // ours: LoadNewestValid(before_step)
@@ -69,8 +69,8 @@ struct CkptBenchOptions {
 // including a restore or decode that does not give back what was saved.
 Result<std::string> RunCkptWorkload(const CkptBenchOptions& options);
 
-// The child's side of section 5's restart in a new process (restart_child
-// set; states holds the one state). Exit code 0 only when it wrote
+// The child's side of a restart in a new process (sections 5 and 6;
+// restart_child set; states holds the one state). OK only when it wrote
 // restart_out.
 Status RunCkptRestartChild(const CkptBenchOptions& options);
 

@@ -136,7 +136,7 @@ void AddFlags(CLI::App& app, Flags* f) {
       ->capture_default_str();
   app.add_flag("--ckpt-restore-only", f->ckpt.restore_only,
                "ckpt: measure the restore time alone (sections 5 and 6; no training runs)");
-  // Internal: section 5's restart child (ckpt_workload.h), hidden from --help.
+  // Internal: the restart child of sections 5 and 6 (ckpt_workload.h), hidden from --help.
   app.add_option("--ckpt-restart-child", f->ckpt.restart_child)
       ->check(CLI::IsMember({"ours", "torch"}))
       ->group("");
