@@ -144,6 +144,9 @@ int RunReportCommand(const ReportArgs& args);
 struct RendezvousArgs {
   std::string host = "127.0.0.1";
   int port = 29400;
+  // Where the port it listens on is written (atomically, once listening):
+  // how a starter that asked for port 0 learns which one it got.
+  std::string port_file;
 };
 
 CLI::App* AddRendezvousCommand(CLI::App& app, RendezvousArgs* args);

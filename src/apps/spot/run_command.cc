@@ -37,7 +37,7 @@
 #include "core/file_io.h"
 #include "core/job_files.h"
 #include "core/logging.h"
-#include "core/net.h"
+#include "core/number_text.h"
 #include "core/process.h"
 #include "core/process_cpu.h"
 #include "dist/c10d_stores.h"
@@ -192,7 +192,9 @@ std::string SelfExe() {
 
 // The rendezvous store, reused across controller restarts while it runs
 // (its pid and port are kept in <state dir>/rendezvous.json). *started: this
-// call started it.
+// call started it. It binds a free port itself and writes which one to
+// <state dir>/rendezvous.port: a port picked here ahead could be taken by
+// another process before the store binds it.
 Result<std::string> EnsureRendezvous(const std::string& state_dir, const std::string& job_dir,
                                      const std::string& host, bool* started) {
   *started = false;
@@ -204,11 +206,41 @@ Result<std::string> EnsureRendezvous(const std::string& state_dir, const std::st
       return fmt::format("tcp://{}:{}", host, j.value("port", 0));
     }
   }
-  SPOT_ASSIGN_OR_RETURN(int port, PickFreePort());
-  SPOT_ASSIGN_OR_RETURN(
-      int64_t pid,
-      Spawn({.argv = {SelfExe(), "rendezvous", "--host", host, "--port", std::to_string(port)},
-             .log_path = (fs::path(job_dir) / "rendezvous.log").string()}));
+  const std::string port_file = (fs::path(state_dir) / "rendezvous.port").string();
+  const std::string log = (fs::path(job_dir) / "rendezvous.log").string();
+  std::error_code ec;
+  fs::remove(port_file, ec);  // a stopped store's
+  SPOT_ASSIGN_OR_RETURN(int64_t pid, Spawn({.argv = {SelfExe(), "rendezvous", "--host", host,
+                                                     "--port", "0", "--port-file", port_file},
+                                            .log_path = log}));
+  // The store gives up binding after 30 s (HostTcpStore's timeout).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(35);
+  int port = 0;
+  while (port == 0) {
+    if (auto text = ReadFile(port_file); text.ok()) {
+      std::string_view digits = *text;
+      if (digits.ends_with('\n')) digits.remove_suffix(1);
+      auto parsed = ParseInteger(digits);
+      if (!parsed.ok() || *parsed <= 0 || *parsed > 65535) {
+        StopProcess(pid, /*grace_s=*/3);
+        return InternalError(fmt::format("{}: not a port: '{}'", port_file, digits));
+      }
+      port = static_cast<int>(*parsed);
+      break;
+    }
+    if (!CheckProcess(pid).running) {
+      return UnavailableError(
+          fmt::format("the rendezvous store did not start on {} (its log: {})", host, log));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      StopProcess(pid, /*grace_s=*/3);
+      return DeadlineExceededError(fmt::format(
+          "the rendezvous store did not start listening on {} within 35 s (its log: {})", host,
+          log));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  fs::remove(port_file, ec);
   *started = true;
   if (Status st = WriteFileAtomically(
           record, nlohmann::json{{"pid", pid}, {"host", host}, {"port", port}}.dump() + "\n");

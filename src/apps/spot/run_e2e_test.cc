@@ -14,10 +14,11 @@
 #include <thread>
 
 #include "apps/spot/e2e_support.h"
-#include "ckpt/s3_blob_store.h"
 #include "aws/aws_testing.h"
+#include "ckpt/s3_blob_store.h"
 #include "cloud/local_provider.h"
 #include "control/job_store.h"
+#include "core/file_io.h"
 
 namespace spot::testing {
 namespace {
@@ -318,6 +319,18 @@ TEST_F(RunTest, KilledControllerResumes) {
     first.Kill(SIGKILL);
     first.Wait(10);
   }
+  // The store bound a free port itself and the record names the port it
+  // listens on (one picked ahead could be taken by another process first).
+  auto record = ReadFile((dir_ / "killed" / "controller" / "rendezvous.json").string());
+  ASSERT_TRUE(record.ok()) << record.status().message();
+  auto rdzv_log = ReadFile((dir_ / "killed" / "rendezvous.log").string());
+  ASSERT_TRUE(rdzv_log.ok()) << rdzv_log.status().message();
+  const int rdzv_port = json::parse(*record)["port"].get<int>();
+  EXPECT_GT(rdzv_port, 0);
+  EXPECT_NE(rdzv_log->find(fmt::format("listening on tcp://127.0.0.1:{}", rdzv_port)),
+            std::string::npos)
+      << *record << *rdzv_log;
+  EXPECT_FALSE(fs::exists(dir_ / "killed" / "controller" / "rendezvous.port"));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the fleet runs unwatched
   ProcessResult r = Spot({"run", job.string()}, "second");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

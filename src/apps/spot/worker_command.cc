@@ -22,6 +22,7 @@
 #include "cloud/termination_watcher.h"
 #include "control/job_monitor.h"
 #include "core/clock.h"
+#include "core/file_io.h"
 #include "core/logging.h"
 #include "core/net.h"
 #include "dist/c10d_stores.h"
@@ -288,6 +289,9 @@ CLI::App* AddRendezvousCommand(CLI::App& app, RendezvousArgs* args) {
   cmd->add_option("--port", args->port, "Port to listen on (0: any free port, printed)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
+  cmd->add_option("--port-file", args->port_file,
+                  "Write the port listened on to this file once listening (with --port 0: "
+                  "how a starter learns the port)");
   return cmd;
 }
 
@@ -303,8 +307,15 @@ int RunRendezvous(const RendezvousArgs& args) {
     fmt::print(stderr, "error: {}\n", store.status().message());
     return kExitFailure;
   }
+  const int port = (*store)->getPort();
+  if (!args.port_file.empty()) {
+    if (Status st = WriteFileAtomically(args.port_file, fmt::format("{}\n", port)); !st.ok()) {
+      fmt::print(stderr, "error: --port-file: {}\n", st.message());
+      return kExitFailure;
+    }
+  }
   const std::string listening =
-      fmt::format("rendezvous store listening on tcp://{}:{}", args.host, (*store)->getPort());
+      fmt::format("rendezvous store listening on tcp://{}:{}", args.host, port);
   // To a log file (JSON) as a log line; to a person as it always was.
   const bool json = StderrLogFormat() == LogFormat::kJson;
   if (json) {

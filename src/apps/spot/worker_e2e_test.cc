@@ -29,6 +29,32 @@ class WorkerTest : public E2eTest {
   }
 };
 
+// `spot rendezvous --port 0 --port-file F` (how `spot run` starts it): F
+// names the port it listens on, written once listening, and a worker joins
+// there.
+TEST_F(WorkerTest, TheRendezvousWritesThePortItGotToItsPortFile) {
+  const fs::path port_file = dir_ / "rendezvous.port";
+  ChildProcess store({SPOT_BIN, "rendezvous", "--port", "0", "--port-file", port_file.string()},
+                     (dir_ / "store").string());
+  std::string url = StartRendezvous(store, dir_ / "store.out");
+  ASSERT_FALSE(url.empty()) << "spot rendezvous did not start";
+  auto text = ReadFile(port_file.string());
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  EXPECT_EQ("tcp://127.0.0.1:" + *text, url + "\n");
+  ChildProcess worker(WorkerArgs(url, 30), (dir_ / "worker").string());
+  ProcessResult r = worker.Wait(/*timeout_s=*/120);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// A port file that cannot be written ends it at once, naming the option.
+TEST_F(WorkerTest, AnUnwritablePortFileEndsTheRendezvous) {
+  ProcessResult r =
+      Spot({"rendezvous", "--port", "0", "--port-file", (dir_ / "no" / "such" / "port").string()},
+           "bad-port-file");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--port-file"), std::string::npos) << r.err;
+}
+
 class WorkerRendezvousTest : public WorkerTest, public ::testing::WithParamInterface<Listener> {};
 
 // Before the fix the worker blocked in c10d::TCPStore::check forever.
