@@ -137,6 +137,10 @@ const char* ErrnoName(int err) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(SIGPIPE, &dfl, nullptr);  // an ignored one would be inherited across exec
   if (p.death_signal != 0) {
     ::prctl(PR_SET_PDEATHSIG, p.death_signal);
     if (::getppid() != p.parent) ::_exit(kCannotStart);  // the parent died before prctl
@@ -270,6 +274,13 @@ bool ProcessMatches(int64_t pid, std::string_view needle) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
   std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return cmdline.find(needle) != std::string::npos;
+}
+
+void IgnoreBrokenPipes() {
+  struct sigaction ign = {};
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  ::sigaction(SIGPIPE, &ign, nullptr);
 }
 
 void SignalProcess(int64_t pid, int sig) {

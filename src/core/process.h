@@ -11,8 +11,9 @@
 // Spawn() forks and execs with no shell and no PATH search. Everything the
 // child needs (argv, environment, file names) is prepared before fork(): the
 // child calls only async-signal-safe functions, so Spawn() is safe in a
-// multi-threaded process. The child starts with no signals blocked and
-// inherits our open file descriptors that are not close-on-exec.
+// multi-threaded process. The child starts with no signals blocked, SIGPIPE
+// at its default (see IgnoreBrokenPipes), and inherits our open file
+// descriptors that are not close-on-exec.
 //
 // A pid names our child until it is reaped; CheckProcess(), WaitProcess() and
 // StopProcess() reap it once it has ended, after which the pid may belong to
@@ -127,6 +128,14 @@ Result<ProcessStatus> StopProcess(int64_t pid, double grace_s, bool whole_group 
 // True when `pid` runs and its command line contains `needle` (an instance
 // id): how a process is recognized again, since pids are reused.
 bool ProcessMatches(int64_t pid, std::string_view needle);
+
+// From now on a write to a pipe or socket whose reader is gone fails with
+// EPIPE instead of killing this process with SIGPIPE (the default). For a
+// process whose libraries write to sockets without MSG_NOSIGNAL: Gloo's
+// writev, which then reports a peer that died, where SIGPIPE would have
+// ended a survivor silently. Children started by Spawn() get SIGPIPE's
+// default back.
+void IgnoreBrokenPipes();
 
 // Sends `sig` to `pid` (no error when the process is already gone; pid <= 0
 // is ignored, never a process group).

@@ -93,6 +93,34 @@ TEST_F(ProcessTest, TruncatedSeparateFilesForStdoutAndStderr) {
   EXPECT_EQ(Read("err"), "to-err\n");
 }
 
+// After IgnoreBrokenPipes a write to a pipe with no reader fails with EPIPE
+// (before, SIGPIPE would have ended this test program), and a child gets
+// SIGPIPE's default back: its SigIgn mask (hexadecimal, bit 13 - 1 for
+// SIGPIPE) does not hold it.
+TEST_F(ProcessTest, BrokenPipesAreErrorsHereAndDefaultInChildren) {
+  struct sigaction before = {};
+  ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &before), 0);
+  IgnoreBrokenPipes();
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ::close(fds[0]);
+  errno = 0;
+  EXPECT_EQ(::write(fds[1], "x", 1), -1);
+  EXPECT_EQ(errno, EPIPE);
+  ::close(fds[1]);
+  int64_t pid = Start({.argv = {kSh, "-c", "grep SigIgn /proc/self/status"},
+                       .truncate = true,
+                       .out = Output::File(Path("out"))});
+  EXPECT_EQ(Ended(pid).exit_code, 0);
+  ::sigaction(SIGPIPE, &before, nullptr);
+  const std::string line = Read("out");
+  ASSERT_TRUE(line.starts_with("SigIgn:")) << line;
+  uint64_t mask = 0;
+  const std::string hex = line.substr(line.find_first_not_of(" \t", 7));
+  ASSERT_EQ(std::from_chars(hex.data(), hex.data() + hex.size(), mask, 16).ec, std::errc()) << line;
+  EXPECT_EQ(mask & (uint64_t{1} << (SIGPIPE - 1)), 0u) << line;
+}
+
 TEST_F(ProcessTest, WithoutInheritEnvTheChildGetsOnlyItsOwn) {
   ASSERT_EQ(::setenv("SPOT_PROCESS_TEST_OURS", "1", 1), 0);
   int64_t pid = Start({.argv = {"/usr/bin/env"},

@@ -273,7 +273,7 @@ TEST_F(DataTest, ThreeWorkersOnAnImageFolderUseEverySampleOnceThroughAKillAndAJo
   ws.push_back(std::make_unique<ChildProcess>(worker("d"), (dir_ / "d").string()));
   for (auto [i, id] : {std::pair{0, "a"}, {2, "c"}, {3, "d"}}) {
     done[id] = ws[i]->Wait(300);
-    EXPECT_EQ(done[id].exit_code, 0) << done[id].err;
+    EXPECT_EQ(done[id].exit_code, 0) << "signal " << done[id].term_signal << "\n" << done[id].err;
     // Nothing read from another worker's shards.
     EXPECT_NE(done[id].out.find(", 0 on demand"), std::string::npos) << done[id].out;
   }

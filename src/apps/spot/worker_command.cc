@@ -25,6 +25,7 @@
 #include "core/file_io.h"
 #include "core/logging.h"
 #include "core/net.h"
+#include "core/process.h"
 #include "dist/c10d_stores.h"
 #include "dist/elastic_trainer.h"
 #include "monitor/chrome_trace.h"
@@ -168,6 +169,10 @@ CLI::App* AddWorkerCommand(CLI::App& app, WorkerArgs* args) {
 }
 
 int RunWorkerCommand(const WorkerArgs& args) {
+  // Gloo writes to its peers with writev, which raises SIGPIPE when a peer
+  // died (a SIGKILL, a reclaimed machine): the survivors must see the error
+  // and re-form, not be ended by the signal.
+  IgnoreBrokenPipes();
   auto spec = train::LoadTrainSpec(args.job_path);
   if (!spec.ok()) {
     fmt::print(stderr, "error: {}\n", spec.status().message());

@@ -114,6 +114,15 @@ TEST_F(WorkerTest, SigtermEndsAWorkerWaitingForASilentListener) {
   ASSERT_GE(listener.accepted(), 1) << "the worker never connected";
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // into the wait for a reply
   ASSERT_TRUE(worker.Running());
+  // A peer's death must reach Gloo's writev as EPIPE, not end the worker by
+  // SIGPIPE: the worker ignores it (its SigIgn mask, hexadecimal, holds bit
+  // SIGPIPE - 1).
+  auto status = ReadFile(fmt::format("/proc/{}/status", worker.pid()));
+  ASSERT_TRUE(status.ok()) << status.status().message();
+  const size_t at = status->find("SigIgn:\t");
+  ASSERT_NE(at, std::string::npos) << *status;
+  const uint64_t ignored = std::stoull(status->substr(at + 8, 16), nullptr, 16);
+  EXPECT_NE(ignored & (uint64_t{1} << (SIGPIPE - 1)), 0u) << status->substr(at, 26);
   const auto t0 = Clock::now();
   worker.Kill(SIGTERM);
   ProcessResult r = worker.Wait(/*timeout_s=*/30);
