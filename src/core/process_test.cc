@@ -95,8 +95,8 @@ TEST_F(ProcessTest, TruncatedSeparateFilesForStdoutAndStderr) {
 
 // After IgnoreBrokenPipes a write to a pipe with no reader fails with EPIPE
 // (before, SIGPIPE would have ended this test program), and a child gets
-// SIGPIPE's default back: its SigIgn mask (hexadecimal, bit 13 - 1 for
-// SIGPIPE) does not hold it.
+// SIGPIPE's default back: its SigIgn mask (hexadecimal, a bit per signal,
+// SIGPIPE's is bit SIGPIPE - 1) does not hold it.
 TEST_F(ProcessTest, BrokenPipesAreErrorsHereAndDefaultInChildren) {
   struct sigaction before = {};
   ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &before), 0);

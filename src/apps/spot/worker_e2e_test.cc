@@ -6,6 +6,7 @@
 // the address, and SIGTERM must end it at once while it waits.
 #include <signal.h>
 
+#include <charconv>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -121,7 +122,9 @@ TEST_F(WorkerTest, SigtermEndsAWorkerWaitingForASilentListener) {
   ASSERT_TRUE(status.ok()) << status.status().message();
   const size_t at = status->find("SigIgn:\t");
   ASSERT_NE(at, std::string::npos) << *status;
-  const uint64_t ignored = std::stoull(status->substr(at + 8, 16), nullptr, 16);
+  uint64_t ignored = 0;
+  const char* digits = status->data() + at + 8;
+  ASSERT_EQ(std::from_chars(digits, digits + 16, ignored, 16).ec, std::errc()) << *status;
   EXPECT_NE(ignored & (uint64_t{1} << (SIGPIPE - 1)), 0u) << status->substr(at, 26);
   const auto t0 = Clock::now();
   worker.Kill(SIGTERM);
