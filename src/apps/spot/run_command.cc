@@ -216,7 +216,7 @@ Result<std::string> EnsureRendezvous(const std::string& state_dir, const std::st
   // The store gives up binding after 30 s (HostTcpStore's timeout).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(35);
   int port = 0;
-  while (port == 0) {
+  for (;;) {
     if (auto text = ReadFile(port_file); text.ok()) {
       std::string_view digits = *text;
       if (digits.ends_with('\n')) digits.remove_suffix(1);

@@ -31,7 +31,6 @@ class ChildProcess {
 
   bool Running();
   void Kill(int signal);
-  pid_t pid() const { return pid_; }
   // Waits for the child to end (at most timeout_s, then SIGKILL) and collects
   // output. When the child could not be started, `err` says why.
   ProcessResult Wait(double timeout_s = 600);

@@ -6,7 +6,6 @@
 // the address, and SIGTERM must end it at once while it waits.
 #include <signal.h>
 
-#include <charconv>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -116,16 +115,10 @@ TEST_F(WorkerTest, SigtermEndsAWorkerWaitingForASilentListener) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // into the wait for a reply
   ASSERT_TRUE(worker.Running());
   // A peer's death must reach Gloo's writev as EPIPE, not end the worker by
-  // SIGPIPE: the worker ignores it (its SigIgn mask, hexadecimal, holds bit
-  // SIGPIPE - 1).
-  auto status = ReadFile(fmt::format("/proc/{}/status", worker.pid()));
-  ASSERT_TRUE(status.ok()) << status.status().message();
-  const size_t at = status->find("SigIgn:\t");
-  ASSERT_NE(at, std::string::npos) << *status;
-  uint64_t ignored = 0;
-  const char* digits = status->data() + at + 8;
-  ASSERT_EQ(std::from_chars(digits, digits + 16, ignored, 16).ec, std::errc()) << *status;
-  EXPECT_NE(ignored & (uint64_t{1} << (SIGPIPE - 1)), 0u) << status->substr(at, 26);
+  // SIGPIPE: the worker ignores it.
+  worker.Kill(SIGPIPE);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(worker.Running()) << "SIGPIPE ended the worker";
   const auto t0 = Clock::now();
   worker.Kill(SIGTERM);
   ProcessResult r = worker.Wait(/*timeout_s=*/30);
