@@ -45,11 +45,52 @@ class MdpPolicy final : public Policy {
     if (net_.Engaged(obs)) return obs.Gang(Placement::OnDemand());
     Refit(obs.market);
     bool up = UpdateAge(obs.market);
-    if (solution_) return obs.Gang(Plan(obs, up));
+    if (solution_) return PlanBeforeBreak(obs, up);
     return obs.Gang(Capped(obs, AsGang(fallback.fleet, obs.job.nodes).value_or(Placement::Idle())));
   }
 
  private:
+  // Plan(), with spot entered from on-demand make before break: on-demand
+  // is kept while the spot gang starts, and let go at the start of the tick
+  // in which the spot gang becomes ready (never both ready at once). A spot
+  // run that ends inside its changeover then costs only its own ticks, not
+  // on-demand's changeover again and the progress of both.
+  Decision PlanBeforeBreak(const Observation& obs, bool up) const {
+    const int n = obs.job.nodes;
+    int od = 0, spot = 0, spot_ready = 0, spot_zone = -1;
+    double od_left = 0, spot_left = 0;
+    for (const fleet::Instance& i : obs.fleet) {
+      if (i.state == fleet::InstanceState::kPreempted) continue;
+      if (i.pool.spot()) {
+        ++spot;
+        spot_zone = i.pool.zone;
+        spot_left = std::max(spot_left, i.startup_left_hours);
+        if (i.startup_left_hours <= obs.market.gap_hours() + 1e-9) ++spot_ready;
+      } else {
+        ++od;
+        od_left = std::max(od_left, i.startup_left_hours);
+      }
+    }
+    const bool on_od = od >= n;  // from the fleet (none where the driver keeps none)
+    const bool starting = od >= n && spot >= n;  // on-demand with a spot gang starting
+    Observation view = obs;
+    if (starting && spot_ready >= n) {  // ready within this tick: spot is what it holds
+      view.current = Placement::Spot(spot_zone);
+      view.changeover_left_hours = spot_left;
+    } else if (starting) {
+      view.current = Placement::OnDemand();
+      view.changeover_left_hours = od_left;
+    }
+    Placement p = Plan(view, up);
+    if (p.kind != InstanceKind::kSpot || !on_od || (starting && spot_ready >= n)) {
+      return obs.Gang(p);
+    }
+    if (starting && Usable(obs.market, spot_zone, obs.market.now(), job_.ondemand_price)) {
+      p.zone = spot_zone;  // the gang already starting
+    }
+    return OnDemandWhileSpotStarts(p.zone, n);
+  }
+
   // UP's placement with spot priced at or above on-demand left out: another
   // usable zone, else what UP does without spot (on-demand when behind).
   Placement Capped(const Observation& obs, Placement p) const {
@@ -170,6 +211,21 @@ class MdpPolicy final : public Policy {
 };
 
 }  // namespace
+
+Decision OnDemandWhileSpotStarts(int zone, int nodes) {
+  return {.fleet = {{.pool = fleet::PoolRef::Spot(zone), .count = nodes, .min_count = nodes},
+                    {.pool = fleet::PoolRef::OnDemand(), .count = nodes, .min_count = nodes}}};
+}
+
+std::optional<int> SpotStartingZone(const Decision& d, int nodes) {
+  if (d.fleet.size() != 2) return std::nullopt;
+  const fleet::PoolTarget &a = d.fleet[0], &b = d.fleet[1];
+  if (!a.pool.spot() || a.count != nodes || b.pool.spot() || b.pool.zone != -1 ||
+      b.count != nodes) {
+    return std::nullopt;
+  }
+  return a.pool.zone;
+}
 
 int64_t HalfLifeTicks(const MdpOptions& o, double gap_hours) {
   if (!(o.history_half_life_hours > 0)) return 0;

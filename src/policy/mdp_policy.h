@@ -16,12 +16,18 @@
 //   - "Up" means some zone has capacity for the gang at a spot price below
 //     on-demand: it never takes or keeps spot priced at or above on-demand.
 //   - With less than min_history_hours of history it acts as up.
+//   - It leaves on-demand for spot make before break: on-demand is kept
+//     while the spot gang starts and let go at the start of the tick in
+//     which that gang becomes ready, so a spot run that ends inside its
+//     changeover does not cost on-demand's changeover again (and the job
+//     never holds both ready at once).
 //   - Its safety net is UP's (2d, latched): on-demand to the end once the
 //     remaining time is below the remaining work + 2d, so it meets every
 //     deadline UP meets.
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "core/config_fields.h"
 #include "policy/policy.h"
@@ -47,5 +53,10 @@ void DeclareFields(MdpOptions& o, FieldVisitor& v);
 int64_t HalfLifeTicks(const MdpOptions& o, double gap_hours);
 
 std::unique_ptr<Policy> MakeMdpPolicy(MdpOptions options = {});
+
+// The fleet of a job on on-demand while a spot gang starts in `zone` (both
+// gangs of `nodes`), and the zone of such a decision (nullopt for any other).
+Decision OnDemandWhileSpotStarts(int zone, int nodes);
+std::optional<int> SpotStartingZone(const Decision& d, int nodes);
 
 }  // namespace spot::policy

@@ -247,6 +247,60 @@ TEST_F(MdpRules, WaitsOutAShortOutageWhereUpBuysOnDemand) {
   EXPECT_EQ(DecideAt(*mdp, now, Placement::Spot(0), 0.2, 4), Placement::OnDemand());
 }
 
+// From on-demand it enters spot make before break: on-demand is kept while
+// the spot gang starts and let go at the start of the tick in which that
+// gang becomes ready; a gang taken back while starting leaves the job on
+// on-demand, with no changeover to pay again.
+TEST_F(MdpRules, LeavesOnDemandForSpotMakeBeforeBreak) {
+  Use(Reliable({0, 1, 1}));  // spot back now, in a market of 6 h runs
+  const int64_t now = static_cast<int64_t>(trace_.available.size()) - 1;
+  auto mdp = MakeMdpPolicy();
+  MarketView m(zones_, now, 1);
+  const auto od = [](double left) {
+    return fleet::Instance{.id = 1,
+                           .pool = fleet::PoolRef::OnDemand(),
+                           .state = fleet::InstanceState::kRunning,
+                           .startup_left_hours = left};
+  };
+  const auto spot = [](double left, fleet::InstanceState state) {
+    return fleet::Instance{
+        .id = 2, .pool = fleet::PoolRef::Spot(0), .state = state, .startup_left_hours = left};
+  };
+  // At 4 h into the job, `progress` done (2.5 h: 1.5 h of slack).
+  const auto decide = [&](std::vector<fleet::Instance> fleet, double progress = 2.5) {
+    mdp->Start({.job = job_, .market = m, .start_tick = now});
+    return mdp->Decide(ObserveFleet(24, job_, progress, false, m, fleet, {}));
+  };
+  const auto name = [](const Decision& d) { return FleetName(d.fleet, 1); };
+  const std::string both = name(OnDemandWhileSpotStarts(0, 1));
+  EXPECT_EQ(both, "spot:0=1/1+od:-1=1/1");  // gangs of one in both pools
+  EXPECT_EQ(SpotStartingZone(OnDemandWhileSpotStarts(0, 1), 1), 0);
+  EXPECT_EQ(SpotStartingZone(GangDecision(Placement::Spot(0), 1), 1), std::nullopt);
+  EXPECT_EQ(SpotStartingZone(GangDecision(Placement::OnDemand(), 1), 1), std::nullopt);
+  // On on-demand: spot starts beside it.
+  EXPECT_EQ(name(decide({od(0)})), both);
+  // Even while on-demand's own changeover runs.
+  EXPECT_EQ(name(decide({od(0.1)})), both);
+  // The spot gang still starting past this tick (10-minute ticks): both kept.
+  EXPECT_EQ(name(decide({od(0), spot(0.2, fleet::InstanceState::kStarting)})), both);
+  // Ready within this tick: on-demand let go.
+  EXPECT_EQ(TargetOf(decide({od(0), spot(0.1, fleet::InstanceState::kStarting)})),
+            Placement::Spot(0));
+  EXPECT_EQ(TargetOf(decide({od(0), spot(0, fleet::InstanceState::kRunning)})), Placement::Spot(0));
+  // From idle there is nothing to keep: spot alone.
+  EXPECT_EQ(TargetOf(decide({})), Placement::Spot(0));
+  // Taken back while starting, the market down: the job stays on on-demand.
+  Use(Reliable({1, 1, 0}));
+  m = MarketView(zones_, now, 1);
+  EXPECT_EQ(TargetOf(decide({od(0), spot(0.1, fleet::InstanceState::kPreempted)})),
+            Placement::OnDemand());
+  // On the safety net: on-demand alone, the starting spot gang let go.
+  Use(Reliable({0, 1, 1}));
+  m = MarketView(zones_, now, 1);
+  EXPECT_EQ(TargetOf(decide({od(0), spot(0.2, fleet::InstanceState::kStarting)}, 0.2)),
+            Placement::OnDemand());
+}
+
 TEST_F(MdpRules, NeverSpotPricedAtOrAboveOnDemand) {
   std::vector<int32_t> a = Reliable({1, 1, 1});
   std::vector<double> price(a.size(), 0.5);

@@ -45,11 +45,14 @@ class MdpZonesPolicy final : public Policy {
     if (obs.current.kind == InstanceKind::kSpot) state_zone_ = obs.current.zone;
     Decision d = mdp_->Decide(obs);
     if (zones_ < 2) return d;
+    if (SpotStartingZone(d, obs.job.nodes)) return Starting(obs, d);
     auto gang = AsGang(d.fleet, obs.job.nodes);
     if (!gang || gang->kind != InstanceKind::kSpot || gang->zone < 0) return d;
     Refit(obs.market);
     if (chains_.empty()) return d;
-    const bool running = obs.current.kind == InstanceKind::kSpot && obs.current.zone == gang->zone;
+    const bool running =
+        (obs.current.kind == InstanceKind::kSpot && obs.current.zone == gang->zone) ||
+        SpotLive(obs, gang->zone);  // or started beside on-demand
     return obs.Gang(running ? Stay(obs, gang->zone) : Enter(obs));
   }
 
@@ -72,6 +75,30 @@ class MdpZonesPolicy final : public Policy {
     const int state = ChainState(true, age, static_cast<double>(step_ticks_));
     const double steps = ExpectedUpSteps(chains_[z], state, cap / step_hours_ + 1);
     return std::min(cap, steps * step_hours_);
+  }
+
+  // Whether the job holds spot instances in zone z (any zone: z < 0) that
+  // the market did not take back.
+  static bool SpotLive(const Observation& obs, int z) {
+    for (const fleet::Instance& i : obs.fleet) {
+      if (i.pool.spot() && (z < 0 || i.pool.zone == z) &&
+          i.state != fleet::InstanceState::kPreempted) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // mdp leaving on-demand for spot make before break: the zone is chosen as
+  // for any entry, once; a gang already starting keeps its zone (mdp keeps
+  // it while usable).
+  Decision Starting(const Observation& obs, const Decision& d) {
+    if (SpotLive(obs, -1)) return d;
+    Refit(obs.market);
+    if (chains_.empty()) return d;
+    const Placement p = Enter(obs);
+    if (p.kind == InstanceKind::kSpot) return OnDemandWhileSpotStarts(p.zone, obs.job.nodes);
+    return obs.Gang(p);
   }
 
   // Entering spot: the usable zone of least expected $ per hour of progress,

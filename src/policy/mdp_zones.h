@@ -15,6 +15,9 @@
 //     when the expected saving, N x (price here - price there) x L_j, beats
 //     move_margin x (N x price there x d + the migration), and the slack
 //     beyond the safety net is at least move_slack_changeovers x d;
+//   - when mdp leaves on-demand make before break (mdp_policy.h), the spot
+//     gang starts in the zone an entry would choose, and stays there once
+//     ready unless a move pays as above;
 //   - mdp's answers stand otherwise: on-demand, idle, and UP's latched 2d
 //     safety net first, so it meets every deadline UP meets.
 // On a single zone it decides exactly as mdp.

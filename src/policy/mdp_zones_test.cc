@@ -110,6 +110,32 @@ TEST_F(MdpZonesTest, EntersTheZoneWhoseRunsLastLonger) {
   EXPECT_EQ(TargetOf(ours->Decide(Obs(job, 0, 0, Placement::Idle()))), Placement::Spot(1));
 }
 
+// Leaving on-demand (make before break, mdp_policy.h), it chooses the zone
+// as for any entry, and keeps the zone of a spot gang already starting.
+TEST_F(MdpZonesTest, LeavesOnDemandForTheZoneItWouldEnter) {
+  SetZones({Zone("us-east-1a", 3, 3), Zone("us-east-1d", 100, 2)});
+  JobSpec job = Job();
+  job.deadline_hours = 8;  // 2 h of slack: spot now
+  auto mdp = Started("mdp", job);
+  EXPECT_EQ(FleetName(mdp->Decide(Obs(job, 0, 0, Placement::OnDemand())).fleet, 1),
+            "spot:0=1/1+od:-1=1/1");
+  auto ours = Started("mdp-zones", job);
+  EXPECT_EQ(FleetName(ours->Decide(Obs(job, 0, 0, Placement::OnDemand())).fleet, 1),
+            "spot:1=1/1+od:-1=1/1");
+  Observation o = Obs(job, 1, 1.0 / 6, Placement::OnDemand());
+  fleet_.push_back({.id = 2,
+                    .pool = fleet::PoolRef::Spot(0),
+                    .state = fleet::InstanceState::kStarting,
+                    .startup_left_hours = 0.2});
+  o.fleet = fleet_;
+  EXPECT_EQ(FleetName(ours->Decide(o).fleet, 1), "spot:0=1/1+od:-1=1/1");
+  // Ready within the tick: on-demand let go, the gang kept where it started
+  // (not moved at once to the zone an entry would choose).
+  fleet_.back().startup_left_hours = 0.1;
+  o.fleet = fleet_;
+  EXPECT_EQ(TargetOf(ours->Decide(o)), Placement::Spot(0));
+}
+
 // Running in a zone at 1.0/h while another one always up costs 0.5/h: moves
 // when the move is cheap, stays when the saving is small, the move crosses
 // regions with a costly checkpoint, or the slack is short.

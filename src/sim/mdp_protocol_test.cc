@@ -12,6 +12,7 @@
 
 #include "fleet/migration.h"
 #include "market/loaders.h"
+#include "policy/observation.h"
 #include "policy/omniscient.h"
 #include "policy/registry.h"
 #include "policy/test_traces.h"
@@ -23,6 +24,16 @@ namespace {
 
 using policy::InstanceKind;
 using policy::testing::RandomTrace;
+
+// The spot zones of the fleet a tick of a timeline held (a gang, or a spot
+// gang starting beside on-demand).
+std::vector<int> SpotZonesHeld(const TickRecord& r, int nodes) {
+  std::vector<int> zones;
+  for (const fleet::PoolTarget& t : policy::ParseFleetName(r.fleet, nodes)) {
+    if (t.pool.spot() && t.count > 0) zones.push_back(t.pool.zone);
+  }
+  return zones;
+}
 
 // Over 10,000 random Markov markets (the count): every policy of
 // ours meets every deadline up meets, mdp never holds spot priced at or
@@ -36,7 +47,7 @@ TEST(OursProperty, MeetEveryDeadlineUpMeetsOn10000RandomMarkets) {
   const double gaps[] = {600, 300, 195};
   // mdp-zones is mdp on one zone (policy/mdp_zones_test.cc): run where it differs.
   const char* ours[] = {"mdp", "hazard-up", "forecast-up", "mdp-zones"};
-  int up_met = 0, bounded = 0, spot_ticks = 0;
+  int up_met = 0, bounded = 0, spot_ticks = 0, starting_ticks = 0;
   for (int trial = 0; trial < 10000; ++trial) {
     const double gap = gaps[trial % 3];
     const double gap_min = gap / 60;
@@ -82,18 +93,21 @@ TEST(OursProperty, MeetEveryDeadlineUpMeetsOn10000RandomMarkets) {
       if (plan) EXPECT_LE(plan->cost, r.cost + 1e-9) << name << " trial " << trial;
       if (!is_mdp) continue;
       for (size_t t = 0; t < r.timeline.size(); ++t) {
-        const auto& pl = r.timeline[t].placement;
-        if (pl.kind != InstanceKind::kSpot) continue;
-        ++spot_ticks;
-        const market::Trace& z = *zones[pl.zone];
-        double price = z.has_prices() ? z.price[start + t] : 1.0;
-        EXPECT_LT(price, job.ondemand_price) << "trial " << trial << " tick " << t;
+        const std::vector<int> held = SpotZonesHeld(r.timeline[t], job.nodes);
+        starting_ticks += !held.empty() && r.timeline[t].placement.kind != InstanceKind::kSpot;
+        for (int zone : held) {
+          ++spot_ticks;
+          const market::Trace& z = *zones[zone];
+          double price = z.has_prices() ? z.price[start + t] : 1.0;
+          EXPECT_LT(price, job.ondemand_price) << "trial " << trial << " tick " << t;
+        }
       }
     }
   }
   EXPECT_GT(up_met, 7500);  // the property was exercised
   EXPECT_GT(bounded, 500);
   EXPECT_GT(spot_ticks, 0);
+  EXPECT_GT(starting_ticks, 0);  // spot gangs started beside on-demand (make before break)
 }
 
 // mdp-zones over 10,000 random markets of 2 to 4 zones in two regions, with
@@ -153,11 +167,11 @@ TEST(OursProperty, MdpZonesMeetsEveryDeadlineUpMeetsAcrossRegions) {
       }
     }
     for (size_t t = 0; t < r.timeline.size(); ++t) {
-      const auto& pl = r.timeline[t].placement;
-      if (pl.kind != InstanceKind::kSpot) continue;
-      const market::Trace& z = *zones[pl.zone];
-      EXPECT_LT(z.has_prices() ? z.price[start + t] : 1.0, job.ondemand_price)
-          << "trial " << trial << " tick " << t;
+      for (int zone : SpotZonesHeld(r.timeline[t], job.nodes)) {
+        const market::Trace& z = *zones[zone];
+        EXPECT_LT(z.has_prices() ? z.price[start + t] : 1.0, job.ondemand_price)
+            << "trial " << trial << " tick " << t;
+      }
     }
   }
   EXPECT_GT(up_met, 7500);  // the property was exercised
