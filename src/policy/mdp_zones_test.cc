@@ -129,9 +129,10 @@ TEST_F(MdpZonesTest, LeavesOnDemandForTheZoneItWouldEnter) {
                     .startup_left_hours = 0.2});
   o.fleet = fleet_;
   EXPECT_EQ(FleetName(ours->Decide(o).fleet, 1), "spot:0=1/1+od:-1=1/1");
-  // Ready within the tick: on-demand let go, the gang kept where it started
-  // (not moved at once to the zone an entry would choose).
-  fleet_.back().startup_left_hours = 0.1;
+  // Ready: on-demand let go, the gang kept where it started (not moved at
+  // once to the zone an entry would choose).
+  fleet_.back().startup_left_hours = 0;
+  fleet_.back().state = fleet::InstanceState::kRunning;
   o.fleet = fleet_;
   EXPECT_EQ(TargetOf(ours->Decide(o)), Placement::Spot(0));
 }

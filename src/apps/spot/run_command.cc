@@ -104,7 +104,10 @@ Result<std::string> WorkerJobText(LoadedJob& j) {
     if (!ec) t[section][key] = p.lexically_normal().string();
   }
   t["distributed"]["min_workers"] = j.run.resources.min_nodes;
-  t["distributed"]["max_workers"] = j.run.resources.nodes;
+  // Room for a second gang while one is replaced make before break (a
+  // policy keeps on-demand until the spot gang it starts is ready): the
+  // newcomers join the running group and get its state from it.
+  t["distributed"]["max_workers"] = 2 * j.run.resources.nodes;
   YAML::Emitter e;
   e << t;
   std::string text =

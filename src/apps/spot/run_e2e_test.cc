@@ -155,6 +155,11 @@ TEST_F(RunTest, NoticesLoseNoStepAndSimAgrees) {
   EXPECT_GE(s["notices"].get<int>(), 2);
   EXPECT_EQ(s["steps_redone"], 0) << "a noticed preemption lost completed steps\n" << r.out;
   ExpectLedgerMatchesLifetimes("noticed");
+  // The workers' job file has room for a second gang of 2 beside the first
+  // (a policy's make before break: the newcomers join and take the state).
+  const std::string train_yaml = ReadText(dir_ / "noticed" / "train.yaml");
+  EXPECT_NE(train_yaml.find("max_workers: 4"), std::string::npos) << train_yaml;
+  EXPECT_NE(train_yaml.find("min_workers: 1"), std::string::npos) << train_yaml;
 
   // Workers flushed their checkpoints on notices (on a loaded machine a
   // notice that comes during start-up may leave too little time for one; the
