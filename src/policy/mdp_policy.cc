@@ -51,21 +51,22 @@ class MdpPolicy final : public Policy {
 
  private:
   // Plan(), with spot entered from on-demand make before break: on-demand
-  // is kept while the spot gang starts and let go at the first tick the
-  // spot gang is ready (an elastic job's newcomers have joined the group by
-  // then and hold its state). A spot run that ends inside its changeover
-  // then costs only its own ticks, not on-demand's changeover again and
-  // the progress of both.
+  // is kept while the spot gang starts and let go at the start of the tick
+  // in which that gang becomes ready (never both ready at once: the job
+  // never makes more than one gang's progress). A spot run that ends
+  // inside its changeover then costs only its own ticks, not on-demand's
+  // changeover again and the progress of both.
   Decision PlanBeforeBreak(const Observation& obs, bool up) const {
     const int n = obs.job.nodes;
     int od = 0, spot = 0, spot_ready = 0, spot_zone = -1;
-    double od_left = 0;
+    double od_left = 0, spot_left = 0;
     for (const fleet::Instance& i : obs.fleet) {
       if (i.state == fleet::InstanceState::kPreempted) continue;
       if (i.pool.spot()) {
         ++spot;
         spot_zone = i.pool.zone;
-        if (i.startup_left_hours <= 0) ++spot_ready;
+        spot_left = std::max(spot_left, i.startup_left_hours);
+        if (i.startup_left_hours <= obs.market.gap_hours() + 1e-9) ++spot_ready;
       } else {
         ++od;
         od_left = std::max(od_left, i.startup_left_hours);
@@ -74,9 +75,9 @@ class MdpPolicy final : public Policy {
     const bool on_od = od >= n;  // from the fleet (none where the driver keeps none)
     const bool starting = od >= n && spot >= n;  // on-demand with a spot gang starting
     Observation view = obs;
-    if (starting && spot_ready >= n) {  // ready: spot is what it holds
+    if (starting && spot_ready >= n) {  // ready within this tick: spot is what it holds
       view.current = Placement::Spot(spot_zone);
-      view.changeover_left_hours = 0;
+      view.changeover_left_hours = spot_left;
     } else if (starting) {
       view.current = Placement::OnDemand();
       view.changeover_left_hours = od_left;

@@ -17,9 +17,10 @@
 //     on-demand: it never takes or keeps spot priced at or above on-demand.
 //   - With less than min_history_hours of history it acts as up.
 //   - It leaves on-demand for spot make before break: on-demand is kept
-//     while the spot gang starts and let go at the first tick that gang is
-//     ready, so a spot run that ends inside its changeover does not cost
-//     on-demand's changeover again, nor its progress.
+//     while the spot gang starts and let go at the start of the tick in
+//     which that gang becomes ready, so a spot run that ends inside its
+//     changeover does not cost on-demand's changeover again, nor its
+//     progress (and the job never holds both ready at once).
 //   - Its safety net is UP's (2d, latched): on-demand to the end once the
 //     remaining time is below the remaining work + 2d, so it meets every
 //     deadline UP meets.

@@ -248,9 +248,9 @@ TEST_F(MdpRules, WaitsOutAShortOutageWhereUpBuysOnDemand) {
 }
 
 // From on-demand it enters spot make before break: on-demand is kept while
-// the spot gang starts and let go at the first tick that gang is ready; a
-// gang taken back while starting leaves the job on on-demand, with no
-// changeover to pay again.
+// the spot gang starts and let go at the start of the tick in which that
+// gang becomes ready; a gang taken back while starting leaves the job on
+// on-demand, with no changeover to pay again.
 TEST_F(MdpRules, LeavesOnDemandForSpotMakeBeforeBreak) {
   Use(Reliable({0, 1, 1}));  // spot back now, in a market of 6 h runs
   const int64_t now = static_cast<int64_t>(trace_.available.size()) - 1;
@@ -281,10 +281,11 @@ TEST_F(MdpRules, LeavesOnDemandForSpotMakeBeforeBreak) {
   EXPECT_EQ(name(decide({od(0)})), both);
   // Even while on-demand's own changeover runs.
   EXPECT_EQ(name(decide({od(0.1)})), both);
-  // The spot gang still starting, even if ready within this tick: both kept.
+  // The spot gang still starting past this tick (10-minute ticks): both kept.
   EXPECT_EQ(name(decide({od(0), spot(0.2, fleet::InstanceState::kStarting)})), both);
-  EXPECT_EQ(name(decide({od(0), spot(0.1, fleet::InstanceState::kStarting)})), both);
-  // Ready: on-demand let go.
+  // Ready within this tick, or ready: on-demand let go (never both ready).
+  EXPECT_EQ(TargetOf(decide({od(0), spot(0.1, fleet::InstanceState::kStarting)})),
+            Placement::Spot(0));
   EXPECT_EQ(TargetOf(decide({od(0), spot(0, fleet::InstanceState::kRunning)})), Placement::Spot(0));
   // From idle there is nothing to keep: spot alone.
   EXPECT_EQ(TargetOf(decide({})), Placement::Spot(0));
