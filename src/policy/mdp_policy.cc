@@ -58,37 +58,40 @@ class MdpPolicy final : public Policy {
   // changeover again and the progress of both.
   Decision PlanBeforeBreak(const Observation& obs, bool up) const {
     const int n = obs.job.nodes;
-    int od = 0, spot = 0, spot_ready = 0, spot_zone = -1;
+    int od = 0, spot = 0, spot_zone = -1;
     double od_left = 0, spot_left = 0;
-    for (const fleet::Instance& i : obs.fleet) {
+    for (const fleet::Instance& i : obs.fleet) {  // empty where the driver keeps no fleet
       if (i.state == fleet::InstanceState::kPreempted) continue;
+      double& left = i.pool.spot() ? spot_left : od_left;
+      left = std::max(left, i.startup_left_hours);
       if (i.pool.spot()) {
         ++spot;
         spot_zone = i.pool.zone;
-        spot_left = std::max(spot_left, i.startup_left_hours);
-        if (i.startup_left_hours <= obs.market.gap_hours() + 1e-9) ++spot_ready;
       } else {
         ++od;
-        od_left = std::max(od_left, i.startup_left_hours);
       }
     }
-    const bool on_od = od >= n;  // from the fleet (none where the driver keeps none)
-    const bool starting = od >= n && spot >= n;  // on-demand with a spot gang starting
-    Observation view = obs;
-    if (starting && spot_ready >= n) {  // ready within this tick: spot is what it holds
-      view.current = Placement::Spot(spot_zone);
-      view.changeover_left_hours = spot_left;
-    } else if (starting) {
+    if (od < n) return obs.Gang(Plan(obs, up));  // not on on-demand: nothing to keep
+    Placement p;
+    if (spot < n) {
+      p = Plan(obs, up);
+    } else {  // a spot gang starting beside on-demand
+      Observation view = obs;
+      if (spot_left <= obs.market.gap_hours() + 1e-9) {
+        // Ready within this tick: spot is what the job holds, on-demand goes.
+        view.current = Placement::Spot(spot_zone);
+        view.changeover_left_hours = spot_left;
+        return obs.Gang(Plan(view, up));
+      }
       view.current = Placement::OnDemand();
       view.changeover_left_hours = od_left;
+      p = Plan(view, up);
+      if (p.kind == InstanceKind::kSpot &&
+          Usable(obs.market, spot_zone, obs.market.now(), job_.ondemand_price)) {
+        p.zone = spot_zone;  // the gang already starting
+      }
     }
-    Placement p = Plan(view, up);
-    if (p.kind != InstanceKind::kSpot || !on_od || (starting && spot_ready >= n)) {
-      return obs.Gang(p);
-    }
-    if (starting && Usable(obs.market, spot_zone, obs.market.now(), job_.ondemand_price)) {
-      p.zone = spot_zone;  // the gang already starting
-    }
+    if (p.kind != InstanceKind::kSpot) return obs.Gang(p);
     return OnDemandWhileSpotStarts(p.zone, n);
   }
 
