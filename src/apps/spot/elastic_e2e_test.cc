@@ -364,7 +364,11 @@ TEST_F(ElasticTest, TwoHostsInNetworkNamespacesOneLinkCutTheOtherContinues) {
 
 TEST_F(ElasticTest, WhenNoWorkerSurvivesTheJobResumesFromItsCheckpoint) {
   fs::path out = dir_ / "run";
-  fs::path job = WriteJob("job", ElasticJobYaml(out, 3, 3200, ""));
+  // The first generation waits for both workers, however slowly they start
+  // (on a loaded machine the second started after a 0.3 s join window, the
+  // first trained alone, and only it was killed).
+  fs::path job =
+      WriteJob("job", ElasticJobYaml(out, 3, 3200, "  max_workers: 2\n  join_window_s: 60\n"));
   fs::path steps = dir_ / "steps.csv";
   fs::path logs = dir_ / "workers";
   {
@@ -372,7 +376,9 @@ TEST_F(ElasticTest, WhenNoWorkerSurvivesTheJobResumesFromItsCheckpoint) {
                         steps.string(), "--log-dir", logs.string()},
                        (dir_ / "first").string());
     ASSERT_TRUE(WaitForStep(steps, 130));
-    for (const auto& [id, pid] : Pids(logs)) ::kill(pid, SIGKILL);  // both at once
+    const std::map<std::string, int> pids = Pids(logs);
+    ASSERT_EQ(pids.size(), 2u) << "both workers train by step 130";
+    for (const auto& [id, pid] : pids) ::kill(pid, SIGKILL);  // both at once
     ProcessResult r = first.Wait(60);
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("no worker finished"), std::string::npos) << r.err;
