@@ -197,6 +197,14 @@ Result<Generation> Rendezvous::Join(const MemberInfo& me_in) {
     SPOT_ASSIGN_OR_RETURN(State s, Read(&raw));
     std::optional<std::string> expected;
     if (!raw.empty()) expected = raw;
+    // A stop gives up before any change: neither opening, entering nor
+    // closing a generation. Only a generation already closed with this worker
+    // in it is taken, since its members will be waiting for it.
+    const bool closed_with_me = !s.open && s.gen > last_generation_ && Contains(s.members, id_);
+    if (!closed_with_me && opt_.cancelled && opt_.cancelled()) {
+      return AbortedError(
+          fmt::format("rendezvous of job {}: worker {} stopped while joining", opt_.job, id_));
+    }
     bool changed = false;
     if (s.open && !Contains(s.members, id_)) {
       State next = s;
@@ -204,7 +212,7 @@ Result<Generation> Rendezvous::Join(const MemberInfo& me_in) {
       SPOT_ASSIGN_OR_RETURN(changed, store_->CompareAndSwap(key_, expected, next.Dump()));
     } else if (s.open) {
       SPOT_ASSIGN_OR_RETURN(changed, TryClose(s, raw));
-    } else if (s.gen > last_generation_ && Contains(s.members, id_)) {
+    } else if (closed_with_me) {
       Generation g{.number = s.gen, .members = s.members};
       for (size_t r = 0; r < s.members.size(); ++r) {
         if (s.members[r].id == id_) g.rank = static_cast<int>(r);
@@ -229,10 +237,6 @@ Result<Generation> Rendezvous::Join(const MemberInfo& me_in) {
       SPOT_ASSIGN_OR_RETURN(changed, store_->CompareAndSwap(key_, expected, next.Dump()));
     }
     if (changed) continue;
-    if (opt_.cancelled && opt_.cancelled()) {
-      return AbortedError(
-          fmt::format("rendezvous of job {}: worker {} stopped while joining", opt_.job, id_));
-    }
     if (SteadyClock::now() >= deadline) {
       return DeadlineExceededError(
           fmt::format("rendezvous of job {}: worker {} could not join a generation within {} ms "

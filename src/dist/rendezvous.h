@@ -50,8 +50,9 @@ struct RendezvousOptions {
   // Join gives up (DeadlineExceeded) after this long.
   std::chrono::milliseconds timeout{60000};
   std::chrono::milliseconds poll{10};  // state polling period while waiting
-  // Checked at every poll of Join: when it returns true, Join gives up with
-  // Aborted (a worker told to stop while it waits for a generation).
+  // Checked before every change Join would make to the state: when it returns
+  // true, Join gives up with Aborted (a worker told to stop while it waits for
+  // a generation) unless a generation has already closed with it.
   std::function<bool()> cancelled;
 };
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
 #include <set>
 #include <thread>
@@ -119,6 +120,45 @@ TEST(RendezvousTest, LeaveLetsTheOthersReformAtOnce) {
   std::vector<Generation> g2 = JoinAll(rs, {0, 1});
   EXPECT_EQ(g2[0].world_size(), 2);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+}
+
+// A worker told to stop gives up without opening, entering or closing a
+// generation (the peer that left is not replaced by a generation of one), but
+// takes one already closed with it: its members wait for it.
+TEST(RendezvousTest, AStopGivesUpBeforeAnyChangeButTakesAGenerationClosedWithIt) {
+  auto kv = NewMemoryKvStore(milliseconds(60000));
+  std::atomic<bool> stop{false};
+  RendezvousOptions o = Options(1, 2);
+  o.cancelled = [&stop] { return stop.load(); };
+  Rendezvous w0(kv.get(), o, "w0");
+  Rendezvous w1(kv.get(), Options(1, 2), "w1");
+  auto g1 = std::async(std::launch::async, [&] { return w1.Join({}); });
+  ASSERT_TRUE(w0.Join({}).ok());
+  ASSERT_TRUE(g1.get().ok());
+  ASSERT_TRUE(w1.Leave().ok());
+  stop = true;
+  Result<Generation> g = w0.Join({});
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kAborted);
+  EXPECT_FALSE(*w0.ShouldReform(1)) << "a generation was opened after the stop";
+  // An open generation is not entered.
+  const std::string open =
+      R"({"gen":2,"open":true,"members":[{"id":"w2","samples_per_s":1,"step":0,"state_hash":"0"}],"prev":[],"opened_ms":0,"waiting":[]})";
+  ASSERT_TRUE(kv->Put("t/rdzv/state", open).ok());
+  g = w0.Join({});
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kAborted);
+  EXPECT_EQ(kv->Get("t/rdzv/state")->value_or(""), open);
+  // A generation closed with it is taken.
+  ASSERT_TRUE(
+      kv->Put(
+            "t/rdzv/state",
+            R"({"gen":3,"open":false,"members":[{"id":"w2","samples_per_s":1,"step":0,"state_hash":"0"},{"id":"w0","samples_per_s":1,"step":0,"state_hash":"0"}],"prev":[],"opened_ms":0,"waiting":[]})")
+          .ok());
+  g = w0.Join({});
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->number, 3);
+  EXPECT_EQ(g->rank, 1);
 }
 
 TEST(RendezvousTest, NewcomerIsSeenByTheRunningGroupAndJoinsLast) {
