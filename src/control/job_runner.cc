@@ -135,7 +135,7 @@ Status JobRunner::Impl::MakeProvider(double epoch, double compression) {
            [this, s](const cloud::InstanceSpec& spec, const std::string& local_dir) {
              // Each worker serves /metrics on a port of its own; the monitor
              // finds it in the store (and Prometheus through /api/v1/targets).
-             auto port = PickFreePort();
+             auto port = PickListenPort();
              if (port.ok()) {
                (void)s->PutValue(o.spec.name, MetricsPortKey(spec.id), std::to_string(*port));
              }

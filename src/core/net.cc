@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <random>
 
 namespace spot {
 
@@ -61,6 +63,57 @@ Result<int> PickFreePort() {
   }
   ::close(fd);
   return static_cast<int>(ntohs(addr.sin_port));
+}
+
+PortRange EphemeralPortRange() {
+  PortRange r;
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int first = 0, last = 0;
+  if (in >> first >> last && first > 0 && first <= last && last <= 65535) r = {first, last};
+  return r;
+}
+
+namespace {
+
+// True when `port` can be bound on every address right now: a dual-stack
+// IPv6 wildcard socket, or the IPv4 wildcard where IPv6 is off.
+bool FreeOnEveryAddress(int port) {
+  int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    int off = 0;
+    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+    sockaddr_in6 a6{};
+    a6.sin6_family = AF_INET6;
+    a6.sin6_addr = in6addr_any;
+    a6.sin6_port = htons(static_cast<uint16_t>(port));
+    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a6), sizeof(a6)) == 0;
+    ::close(fd);
+    return ok;
+  }
+  fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in a4{};
+  a4.sin_family = AF_INET;
+  a4.sin_addr.s_addr = htonl(INADDR_ANY);
+  a4.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a4), sizeof(a4)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+Result<int> PickListenPort(PortRange range) {
+  constexpr int kLowest = 1024;
+  if (range.first - kLowest >= 1024) {
+    std::mt19937 rng(std::random_device{}());
+    std::uniform_int_distribution<int> pick(kLowest, range.first - 1);
+    for (int tries = 0; tries < 64; ++tries) {
+      const int port = pick(rng);
+      if (FreeOnEveryAddress(port)) return port;
+    }
+  }
+  return PickFreePort();
 }
 
 }  // namespace spot

@@ -36,4 +36,23 @@ void SetReuseAddressOnly(int socket);
 // socket can be bound.
 Result<int> PickFreePort();
 
+// The kernel's ephemeral port range, [first, last]
+// (/proc/sys/net/ipv4/ip_local_port_range; Linux's default, 32768-60999,
+// when it cannot be read). The kernel takes the local ports of outgoing
+// connections and of binds to port 0 from it.
+struct PortRange {
+  int first = 32768;
+  int last = 60999;
+};
+PortRange EphemeralPortRange();
+
+// A port for a listener that another process opens later (a torchrun-style
+// MASTER_PORT, bound by the program's TCPStore seconds after it is chosen):
+// free on every address now, and drawn at random from [1024, range.first),
+// outside the ephemeral range, so that no outgoing connection and no bind to
+// port 0 (Gloo's own listeners, PickFreePort) can take it meanwhile; only a
+// process binding that very port can. PickFreePort when no port below the
+// range is free (or the range starts below 2048).
+Result<int> PickListenPort(PortRange range = EphemeralPortRange());
+
 }  // namespace spot

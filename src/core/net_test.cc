@@ -18,6 +18,35 @@ TEST(NetTest, LoopbackHosts) {
   }
 }
 
+// A listener's port for another process comes from below the kernel's
+// ephemeral range, where no outgoing connection or bind to port 0 can take it
+// before that process binds it, and is free on every address.
+TEST(NetTest, PickListenPortStaysBelowTheEphemeralRange) {
+  const PortRange range = EphemeralPortRange();
+  EXPECT_GE(range.first, 1);
+  EXPECT_LE(range.first, range.last);
+  for (int i = 0; i < 20; ++i) {
+    Result<int> port = PickListenPort();
+    ASSERT_TRUE(port.ok()) << port.status().ToString();
+    if (range.first >= 2048) {
+      EXPECT_GE(*port, 1024);
+      EXPECT_LT(*port, range.first);
+    }
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(static_cast<uint16_t>(*port));
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << *port;
+    ::close(fd);
+  }
+  // A range that leaves no room below it: a port the kernel would give.
+  Result<int> port = PickListenPort({.first = 1500, .last = 65000});
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  EXPECT_GT(*port, 0);
+}
+
 TEST(NetTest, PickFreePortGivesAPortWeCanBind) {
   Result<int> port = PickFreePort();
   ASSERT_TRUE(port.ok()) << port.status().ToString();

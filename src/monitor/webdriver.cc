@@ -155,7 +155,7 @@ Result<json> ChromeBrowser::Call(const std::string& method, const std::string& p
 Status ChromeBrowser::StartDriver() {
   Status last;
   for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
-    SPOT_ASSIGN_OR_RETURN(int port, PickFreePort());
+    SPOT_ASSIGN_OR_RETURN(int port, PickListenPort());
     SPOT_ASSIGN_OR_RETURN(
         pid_, SpawnDriver({options_.chromedriver, fmt::format("--port={}", port)}, log_path_));
     reaped_ = false;

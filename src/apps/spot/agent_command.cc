@@ -316,7 +316,9 @@ Status Agent::RunSetup() {
 Result<std::string> Agent::MasterAddress(const dist::Generation& g) {
   const std::string key = Key(g.number, "master");
   if (g.rank == 0) {
-    SPOT_ASSIGN_OR_RETURN(int port, PickFreePort());
+    // The program's TCPStore binds it seconds from now (after its imports):
+    // a port no outgoing connection can take meanwhile.
+    SPOT_ASSIGN_OR_RETURN(int port, PickListenPort());
     const std::string address = HostPort(host_, port);
     SPOT_RETURN_IF_ERROR(kv_->Put(key, address));
     return address;
