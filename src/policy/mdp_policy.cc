@@ -45,8 +45,19 @@ class MdpPolicy final : public Policy {
     if (net_.Engaged(obs)) return obs.Gang(Placement::OnDemand());
     Refit(obs.market);
     bool up = UpdateAge(obs.market);
-    if (solution_) return PlanBeforeBreak(obs, up);
-    return obs.Gang(Capped(obs, AsGang(fallback.fleet, obs.job.nodes).value_or(Placement::Idle())));
+    if (solution_) {
+      return PlanBeforeBreak(obs, [&](const Observation& o) { return Plan(o, up); });
+    }
+    // A young market: UP's placement, but on-demand is left for spot only
+    // (as the plan does), and make before break.
+    return PlanBeforeBreak(obs, [&](const Observation& o) {
+      const Decision d = &o == &obs ? fallback : up_->Decide(o);
+      Placement p = Capped(o, AsGang(d.fleet, o.job.nodes).value_or(Placement::Idle()));
+      if (p.kind == InstanceKind::kIdle && o.current.kind == InstanceKind::kOnDemand) {
+        return Placement::OnDemand();
+      }
+      return p;
+    });
   }
 
  private:
@@ -56,7 +67,8 @@ class MdpPolicy final : public Policy {
   // never makes more than one gang's progress). A spot run that ends
   // inside its changeover then costs only its own ticks, not on-demand's
   // changeover again and the progress of both.
-  Decision PlanBeforeBreak(const Observation& obs, bool up) const {
+  template <typename Planner>
+  Decision PlanBeforeBreak(const Observation& obs, const Planner& plan) const {
     const int n = obs.job.nodes;
     int od = 0, spot = 0, spot_zone = -1;
     double od_left = 0, spot_left = 0;
@@ -71,21 +83,21 @@ class MdpPolicy final : public Policy {
         ++od;
       }
     }
-    if (od < n) return obs.Gang(Plan(obs, up));  // not on on-demand: nothing to keep
+    if (od < n) return obs.Gang(plan(obs));  // not on on-demand: nothing to keep
     Placement p;
     if (spot < n) {
-      p = Plan(obs, up);
+      p = plan(obs);
     } else {  // a spot gang starting beside on-demand
       Observation view = obs;
       if (spot_left <= obs.market.gap_hours() + 1e-9) {
         // Ready within this tick: spot is what the job holds, on-demand goes.
         view.current = Placement::Spot(spot_zone);
         view.changeover_left_hours = spot_left;
-        return obs.Gang(Plan(view, up));
+        return obs.Gang(plan(view));
       }
       view.current = Placement::OnDemand();
       view.changeover_left_hours = od_left;
-      p = Plan(view, up);
+      p = plan(view);
       if (p.kind == InstanceKind::kSpot &&
           Usable(obs.market, spot_zone, obs.market.now(), job_.ondemand_price)) {
         p.zone = spot_zone;  // the gang already starting

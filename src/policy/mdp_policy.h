@@ -15,7 +15,10 @@
 //     evaluation protocols fit it.
 //   - "Up" means some zone has capacity for the gang at a spot price below
 //     on-demand: it never takes or keeps spot priced at or above on-demand.
-//   - With less than min_history_hours of history it acts as up.
+//   - With less than min_history_hours of history it acts as up, but
+//     leaves on-demand for spot only (never to wait: up, ahead of its line
+//     with no spot, stops on-demand and starts it again once behind, a
+//     changeover each time) and make before break.
 //   - It leaves on-demand for spot make before break: on-demand is kept
 //     while the spot gang starts and let go at the start of the tick in
 //     which that gang becomes ready, so a spot run that ends inside its

@@ -335,6 +335,26 @@ TEST_F(MdpRules, ActsAsUpWithoutHistory) {
   EXPECT_EQ(DecideAt(*mdp, 19, Placement::Idle(), 1.9, 2), Placement::Idle());      // ahead
 }
 
+// Where UP parts from its own rule without history: on-demand is left for
+// spot only, never to wait (UP, ahead of its line by 2d with no spot, stops
+// on-demand and starts it again once behind: a changeover each time), and
+// for spot make before break.
+TEST_F(MdpRules, WithoutHistoryLeavesOnDemandForSpotOnlyAndMakeBeforeBreak) {
+  auto mdp = MakeMdpPolicy();
+  auto up = MakeUniformProgressPolicy();
+  Use(std::vector<int32_t>(20, 0));
+  EXPECT_EQ(DecideAt(*up, 19, Placement::OnDemand(), 1.9, 2), Placement::Idle());
+  EXPECT_EQ(DecideAt(*mdp, 19, Placement::OnDemand(), 1.9, 2), Placement::OnDemand());
+  EXPECT_EQ(DecideAt(*mdp, 19, Placement::Idle(), 1.9, 2), Placement::Idle());  // as UP
+  trace_.available.back() = 1;
+  MarketView m(zones_, 19, 1);
+  const std::vector<fleet::Instance> od = {
+      {.id = 1, .pool = fleet::PoolRef::OnDemand(), .state = fleet::InstanceState::kRunning}};
+  mdp->Start({.job = job_, .market = m, .start_tick = 19});
+  EXPECT_EQ(FleetName(mdp->Decide(ObserveFleet(12, job_, 1.9, false, m, od, {})).fleet, 1),
+            FleetName(OnDemandWhileSpotStarts(0, 1).fleet, 1));
+}
+
 TEST(MdpRegistry, TunablesStartAtTheDefaultsAndCreate) {
   PolicyRegistry r;
   RegisterBuiltinPolicies(r);
