@@ -279,8 +279,9 @@ TEST_F(MdpRules, LeavesOnDemandForSpotMakeBeforeBreak) {
   EXPECT_EQ(SpotStartingZone(GangDecision(Placement::OnDemand(), 1), 1), std::nullopt);
   // On on-demand: spot starts beside it.
   EXPECT_EQ(name(decide({od(0)})), both);
-  // Even while on-demand's own changeover runs.
-  EXPECT_EQ(name(decide({od(0.1)})), both);
+  // Not while on-demand's own changeover runs: then spot is taken as a
+  // switch (never two groups that make no progress).
+  EXPECT_EQ(TargetOf(decide({od(0.1)})), Placement::Spot(0));
   // The spot gang still starting past this tick (10-minute ticks): both kept.
   EXPECT_EQ(name(decide({od(0), spot(0.2, fleet::InstanceState::kStarting)})), both);
   // Ready within this tick, or ready: on-demand let go (never both ready).

@@ -35,7 +35,8 @@ int UnitsPerTick(double gap_s, double d_s, int cap) {
 class DpSolver {
  public:
   // `moves`: zones x zones, $ of a move (row: from), by the cheapest path.
-  DpSolver(const FutureView& f, const JobSpec& job, int K, const std::vector<double>& moves)
+  DpSolver(const FutureView& f, const JobSpec& job, int K, const std::vector<double>& moves,
+           bool overlap)
       : f_(f), job_(job), Z_(static_cast<int>(f.zones.size())), K_(K), move_(moves) {
     h_ = f.zones[0]->gap_seconds / 3600.0;
     q_ = h_ / K_;
@@ -56,6 +57,7 @@ class DpSolver {
     // Deficit units from entering to phase J, and before the last changeover tick.
     for (int j = 0; j < J_; ++j) land_lost_ += lost_[j];
     pre_lost_ = J_ > 0 ? land_lost_ - lost_[J_ - 1] : 0;
+    overlap_ = overlap && J_ >= 2;  // with one changeover tick it is an entry
   }
 
   int modes() const { return M_; }
@@ -114,6 +116,7 @@ class DpSolver {
   size_t LayerSize() const { return static_cast<size_t>(M_) * (S_ + 1); }
   void Window(int64_t t);
   void Step(int64_t t);
+  void Overlaps(int64_t t, int a, int b);
   int LastFinishing(int64_t t, double w) const;
   void Bests(int s, int a, int b);
   void BestBut(int s, int e, int a, int b, double add, double* v, uint8_t* m) const;
@@ -126,6 +129,7 @@ class DpSolver {
   const FutureView& f_;
   JobSpec job_;
   int Z_, K_, J_ = 0, R_ = 1, M_ = 0, S_ = 0, land_lost_ = 0, pre_lost_ = 0;
+  bool overlap_ = false;  // spot entered from on-demand make before break
   const std::vector<double>& move_;
   int64_t T_ = 0;
   double h_ = 0, q_ = 0;
@@ -279,6 +283,33 @@ std::pair<double, int> DpSolver::BestAt(int s, int e, int d) const {
   return {two ? b2v_[i] : b1v_[i], m == kNone ? -1 : m};
 }
 
+// Spot entered from on-demand make before break (OmniscientOptions::
+// overlap_entries): on-demand, past its changeover, keeps working and
+// billing through the spot group's changeover ticks but the last, which
+// the spot group works alone (the job never holds both ready at once). A
+// finish on on-demand within them is a stay's; one in the last tick is
+// finished here.
+void DpSolver::Overlaps(int64_t t, int a, int b) {
+  if (t + J_ - 1 >= T_) return;
+  const size_t n = static_cast<size_t>(S_) + 1;
+  const double* cur = Layer(t);
+  const int shift = lost_[J_ - 1];
+  const int fo = LastFinishing(t + J_ - 1, work_[J_ - 1]);
+  for (int z = 0; z < Z_; ++z) {
+    if (!up_[z + 1] || !stays_up_[z + 1]) continue;
+    for (int s = 0; s < R_; ++s) {
+      const int od = Od(s);
+      const double* v = cur + static_cast<size_t>(od) * n;
+      const double add = pre_cost_[z + 1] + pre_cost_[Z_ + 1] + Move(s, z);
+      for (int d = a; d <= std::min(b, fo); ++d) {
+        if (v[d] != kInf) Finish(t + J_ - 1, z + 1, J_ - 1, d, v[d] + add, t, od);
+      }
+      RelaxRange(t + J_, Spot(z), std::max(a, fo + 1), std::min(b, S_ - shift), shift, v, add,
+                 last_bill_[z + 1], nullptr, static_cast<uint8_t>(od | kLanded));
+    }
+  }
+}
+
 void DpSolver::Step(int64_t t) {
   cur_t_ = t;
   double* cur = Layer(t);
@@ -383,6 +414,7 @@ void DpSolver::Step(int64_t t) {
     stays();
     all_entries();
   }
+  if (overlap_) Overlaps(t, a, b);
   for (int m = 0; m < M_; ++m) {  // reused for tick t + J + 1
     std::fill(cur + m * n + a, cur + m * n + b + 1, kInf);
   }
@@ -412,7 +444,7 @@ OmniscientPlan DpSolver::Solve() {
   if (best_ == kInf) return plan;
   plan.feasible = true;
   plan.cost = best_;
-  plan.placements = Backtrack();
+  if (!overlap_) plan.placements = Backtrack();  // back pointers do not tell overlaps apart
   return plan;
 }
 
@@ -502,7 +534,7 @@ Result<OmniscientPlan> SolveOmniscient(const FutureView& future, const JobSpec& 
   SPOT_ASSIGN_OR_RETURN(std::vector<double> moves, MoveCosts(future, job, &shortened));
   bool exact = !shortened && K == UnitsPerTick(gap_s, job.changeover_hours * 3600, 1 << 30);
   for (;;) {
-    DpSolver solver(future, job, K, moves);
+    DpSolver solver(future, job, K, moves, options.overlap_entries);
     if (solver.modes() > 127) {
       return InvalidArgumentError(
           "omniscient: too many zones for the DP (at most 41 with moves that cost, 125 without)");

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "fleet/migration.h"
+#include "policy/mdp_policy.h"
 #include "policy/omniscient.h"
 #include "policy/registry.h"
 #include "policy/test_traces.h"
@@ -155,6 +156,45 @@ TEST(Omniscient, DearDirectMovesStayABound) {
 
 // A move between regions the egress prices do not name is refused, as the
 // simulator refuses the market.
+// Spot entered from on-demand make before break, by hand: 10-minute ticks,
+// d = 15 min, spot (1/h) back from tick 3, on-demand 3/h, C = 1 h, D = 80
+// min. On-demand from tick 0 (ready in tick 1) with spot started beside it
+// at tick 3 (ready in tick 4, when on-demand goes) finishes at 80 min for
+// 4 x 0.5 + 5 x 1/6 = $2.8333; one group at a time, only on-demand alone
+// ($3.75, done at 75 min) meets the deadline: a switch to spot loses 15
+// minutes. The bound with overlap entries is that schedule's cost, the
+// one-group bound on-demand's.
+TEST(Omniscient, OverlapEntriesBoundMakeBeforeBreak) {
+  market::Trace t = policy::testing::MakeTrace(600, {0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+  const market::Trace* zones[] = {&t};
+  const JobSpec job{.compute_hours = 1,
+                    .deadline_hours = 80.0 / 60,
+                    .changeover_hours = 0.25,
+                    .ondemand_price = 3};
+  auto plain = policy::SolveOmniscient({zones, 0}, job);
+  auto overlap = policy::SolveOmniscient({zones, 0}, job, {.overlap_entries = true});
+  ASSERT_TRUE(plain.ok() && overlap.ok());
+  ASSERT_TRUE(plain->feasible && overlap->feasible);
+  EXPECT_NEAR(plain->cost, 3.75, 1e-9);
+  EXPECT_NEAR(overlap->cost, 2 + 5.0 / 6, 1e-9);
+  EXPECT_TRUE(overlap->placements.empty());  // a cost, no plan
+  // The schedule itself, replayed by the simulator.
+  class MakeBeforeBreak final : public policy::Policy {
+   public:
+    std::string_view name() const override { return "mbb"; }
+    void Start(const policy::JobStart&) override {}
+    policy::Decision Decide(const policy::Observation& obs) override {
+      if (obs.tick < 3) return obs.Gang(Placement::OnDemand());
+      if (obs.tick == 3) return policy::OnDemandWhileSpotStarts(0, 1);
+      return obs.Gang(Placement::Spot(0));
+    }
+  } mbb;
+  const RunResult r = SimulateJob(mbb, zones, 0, job);
+  EXPECT_TRUE(r.met_deadline);
+  EXPECT_NEAR(r.cost, overlap->cost, 1e-9);
+  EXPECT_NEAR(r.finish_hours, job.deadline_hours, 1e-9);
+}
+
 TEST(Omniscient, AMoveWithoutAPriceIsRefused) {
   std::mt19937_64 rng(37);
   fleet::EgressPrices egress;
