@@ -9,6 +9,19 @@
 namespace spot {
 namespace {
 
+// Whether a TCP socket binds `port` on the IPv4 address `host` (host order).
+bool Binds(int port, uint32_t host) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(host);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
 TEST(NetTest, LoopbackHosts) {
   for (const char* h : {"127.0.0.1", "127.0.0.2", "127.255.255.254", "localhost", "::1"}) {
     EXPECT_TRUE(IsLoopbackHost(h)) << h;
@@ -32,14 +45,7 @@ TEST(NetTest, PickListenPortStaysBelowTheEphemeralRange) {
       EXPECT_GE(*port, 1024);
       EXPECT_LT(*port, range.first);
     }
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    ASSERT_GE(fd, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-    addr.sin_port = htons(static_cast<uint16_t>(*port));
-    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << *port;
-    ::close(fd);
+    EXPECT_TRUE(Binds(*port, INADDR_ANY)) << *port;
   }
   // A range that leaves no room below it: a port the kernel would give.
   Result<int> port = PickListenPort({.first = 1500, .last = 65000});
@@ -52,14 +58,7 @@ TEST(NetTest, PickFreePortGivesAPortWeCanBind) {
   ASSERT_TRUE(port.ok()) << port.status().ToString();
   EXPECT_GT(*port, 0);
   EXPECT_LT(*port, 65536);
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(*port));
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << *port;
-  ::close(fd);
+  EXPECT_TRUE(Binds(*port, INADDR_LOOPBACK)) << *port;
 }
 
 TEST(NetTest, HostPortBracketsIpv6) {
