@@ -87,13 +87,15 @@ class MdpPolicy final : public Policy {
     Placement p;
     if (spot < n) {
       p = plan(obs);
-      // Spot starts beside on-demand only once on-demand is ready; before,
-      // spot is taken as a switch (on-demand's changeover, not over, would
-      // buy nothing more). The omniscient bound with overlap entries covers
-      // every schedule this makes; keeping on-demand until ready and then
-      // starting spot beside it cost more (aws-v100-2023-04 time-split
-      // 0.8598 of up against 0.8521).
-      if (p.kind == InstanceKind::kSpot && od_left > 0) return obs.Gang(p);
+      // Spot starts beside on-demand only once on-demand is ready, and only
+      // when spot's changeover spans more than a tick (within one, the two
+      // would be ready together); otherwise spot is taken as a switch. The
+      // omniscient bound with overlap entries covers every schedule this
+      // makes. Keeping on-demand until ready and then starting spot beside
+      // it cost more (aws-v100-2023-04 time-split 0.8598 of up against
+      // 0.8521).
+      const bool one_tick = obs.job.changeover_hours <= obs.market.gap_hours() + 1e-9;
+      if (p.kind == InstanceKind::kSpot && (od_left > 0 || one_tick)) return obs.Gang(p);
     } else {  // a spot gang starting beside on-demand
       Observation view = obs;
       if (spot_left <= obs.market.gap_hours() + 1e-9) {

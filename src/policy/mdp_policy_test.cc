@@ -290,6 +290,12 @@ TEST_F(MdpRules, LeavesOnDemandForSpotMakeBeforeBreak) {
   EXPECT_EQ(TargetOf(decide({od(0), spot(0, fleet::InstanceState::kRunning)})), Placement::Spot(0));
   // From idle there is nothing to keep: spot alone.
   EXPECT_EQ(TargetOf(decide({})), Placement::Spot(0));
+  // A changeover within one tick: spot as a switch (both would be ready
+  // within the tick they start).
+  const JobSpec kept = job_;
+  job_.changeover_hours = 1.0 / 6;
+  EXPECT_EQ(TargetOf(decide({od(0)})), Placement::Spot(0));
+  job_ = kept;
   // Taken back while starting, the market down: the job stays on on-demand.
   Use(Reliable({1, 1, 0}));
   m = MarketView(zones_, now, 1);

@@ -53,9 +53,10 @@ struct OmniscientOptions {
   int max_units_per_tick = 64;                 // K cap; a coarser grid stays a lower bound
   int64_t max_table_bytes = int64_t{1} << 30;  // back-pointer table; K shrinks to fit
   // Also spot entered from on-demand make before break (policy/mdp_policy.h:
-  // the spot group starts beside on-demand, which keeps working and billing
-  // until the tick in which that group becomes ready): the bound for a
-  // policy that does so, which can cost less than the one-group bound. The
+  // the spot group starts beside a ready on-demand, which keeps working and
+  // billing until the tick in which that group becomes ready; only where the
+  // changeover spans two ticks or more): the bound for a policy that does
+  // so, which can cost less than the one-group bound. The
   // plan then holds its cost only, no placements (the omniscient policy
   // replays placements, one group at a time).
   bool overlap_entries = false;
