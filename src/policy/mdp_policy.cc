@@ -41,7 +41,7 @@ class MdpPolicy final : public Policy {
   }
 
   Decision Decide(const Observation& obs) override {
-    Decision fallback = up_->Decide(obs);  // keeps UP's state current
+    (void)up_->Decide(obs);  // keeps UP's state (its latched net) current
     if (net_.Engaged(obs)) return obs.Gang(Placement::OnDemand());
     Refit(obs.market);
     bool up = UpdateAge(obs.market);
@@ -51,7 +51,7 @@ class MdpPolicy final : public Policy {
     // A young market: UP's placement, but on-demand is left for spot only
     // (as the plan does), and make before break.
     return PlanBeforeBreak(obs, [&](const Observation& o) {
-      const Decision d = &o == &obs ? fallback : up_->Decide(o);
+      const Decision d = up_->Decide(o);
       Placement p = Capped(o, AsGang(d.fleet, o.job.nodes).value_or(Placement::Idle()));
       if (p.kind == InstanceKind::kIdle && o.current.kind == InstanceKind::kOnDemand) {
         return Placement::OnDemand();

@@ -85,7 +85,8 @@ TEST(OursProperty, MeetEveryDeadlineUpMeetsOn10000RandomMarkets) {
       ASSERT_TRUE(with.ok());
       EXPECT_EQ(with->feasible, solved->feasible) << "trial " << trial;
       if (solved->feasible) {
-        plan = *solved, overlap = *with;
+        plan = *solved;
+        overlap = *with;
         EXPECT_LE(with->cost, solved->cost + 1e-9) << "trial " << trial;
       }
       bounded += plan.has_value();
