@@ -199,6 +199,24 @@ void Controller::Impl::ProviderOutage(const Status& error) {
       down, limit, error.message());
 }
 
+void Controller::Impl::InstanceGone(const std::string& instance_id) {
+  gone_after_wall.erase(instance_id);
+  if (d.on_instance_gone) d.on_instance_gone(instance_id);
+}
+
+void Controller::Impl::TellGoneAfterGrace() {
+  const double wall = WallNow();
+  for (auto it = gone_after_wall.begin(); it != gone_after_wall.end();) {
+    if (wall < it->second) {
+      ++it;
+      continue;
+    }
+    const std::string iid = it->first;
+    it = gone_after_wall.erase(it);
+    if (d.on_instance_gone) d.on_instance_gone(iid);
+  }
+}
+
 Status Controller::Impl::PollProvider(double now) {
   Result<std::vector<cloud::ProviderEvent>> polled = d.provider->Poll(now);
   if (!polled.ok()) {
@@ -241,7 +259,7 @@ Status Controller::Impl::PollProvider(double now) {
         SPOT_RETURN_IF_ERROR(Durably([&] { return d.store->EndInstance(r.id, at, "preempted"); }));
         r.ended_s = at;
         r.end_reason = "preempted";
-        if (d.on_instance_gone) d.on_instance_gone(r.id);
+        InstanceGone(r.id);
         SPOT_RETURN_IF_ERROR(Event(at, "preempt", r.id, e.detail));
         break;
       }
@@ -257,7 +275,7 @@ Status Controller::Impl::PollProvider(double now) {
           }
         }
         SPOT_RETURN_IF_ERROR(Event(e.sim_s, "exit", r.id, e.detail));
-        if (d.on_instance_gone) d.on_instance_gone(r.id);
+        InstanceGone(r.id);
         if (r.ended_s || notice >= 0) break;
         if (!spec.command.enabled() && code == 0 && progress.done) break;
         if (spec.command.enabled()) {
@@ -462,6 +480,7 @@ Result<JobOutcome> Controller::Impl::Loop() {
       if (WallNow() - done_reported_wall < spec.controller.terminate_grace_s) progress.done = false;
     }
     SPOT_RETURN_IF_ERROR(PollProvider(now));
+    TellGoneAfterGrace();
     if (!program_failed.empty() || !provider_failed.empty()) {
       SPOT_RETURN_IF_ERROR(Finish(JobState::kFailed,
                                   program_failed.empty() ? provider_failed : program_failed, now));

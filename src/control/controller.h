@@ -29,6 +29,8 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -77,7 +79,10 @@ struct ControllerDeps {
   // Reads the training's progress; unset: ReadTrainingProgress(progress_path).
   std::function<TrainingProgress()> read_progress;
   std::string decision_log_path;  // JSON lines, one per tick ("" = none)
-  // An instance ended (the launcher may tell the rendezvous at once).
+  // An instance ended (the launcher may tell the rendezvous at once): at a
+  // reclaim or its process's exit; one this controller terminated once its
+  // process has ended, or controller.terminate_grace_s + 1 wall seconds after
+  // the termination (its worker saves and leaves by itself meanwhile).
   std::function<void(const std::string& instance_id)> on_instance_gone;
   // Whether the instance's worker is heard from (its rendezvous heartbeat).
   // A running instance whose worker was heard from and then not for
@@ -86,6 +91,16 @@ struct ControllerDeps {
   std::function<bool(const std::string& instance_id)> is_alive;
   double unreachable_after_s = 20;
   double startup_grace_s = 120;
+  // The ids of the workers that are with the training group: members of its
+  // formed generation, or newcomers waiting for room in a full one
+  // (dist::ReadMembership); nullopt when it cannot be read. Make before
+  // break: the model lets the old instances go in the tick the new ones are
+  // ready by `changeover_hours`, and an instance that boots slower would find
+  // the group gone and resume from the last checkpoint. While an instance the
+  // model counts ready is not with the group, the leaving instances that are
+  // are kept (and billed), for at most controller.handover_timeout_s wall
+  // seconds. Unset: they go when the model says.
+  std::function<std::optional<std::set<std::string>>()> group_members;
   // Wall time (unix s) of a command workload's last report (its silence is
   // measured from the later of it and the newest launch); unset: none.
   std::function<double()> last_report_unix_s;
@@ -130,7 +145,7 @@ struct JobOutcome {
   // controller of the job included): a cloud's or a cluster's own reclaims,
   // which a live market's model does not foresee.
   int instances_reclaimed = 0;
-  int notices = 0;          // interruption notices given
+  int notices = 0;  // interruption notices given
   int launches = 0;
   int decisions = 0;
   bool resumed = false;  // this process took over an existing job

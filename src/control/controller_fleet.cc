@@ -1,6 +1,7 @@
 // The controller's fleet: launching, adopting and terminating instances, and
 // replacing the unreachable and the stragglers (controller_impl.h).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -70,7 +71,11 @@ Status Controller::Impl::TerminateInstance(InstanceRecord& r, double now, const 
   SPOT_RETURN_IF_ERROR(Durably([&] { return d.store->EndInstance(r.id, now, "terminated"); }));
   r.ended_s = now;
   r.end_reason = "terminated";
-  if (d.on_instance_gone) d.on_instance_gone(r.id);
+  // Its worker saves and leaves the rendezvous on the SIGTERM; telling the
+  // rendezvous it is gone before that would let a newcomer waiting for room
+  // start from the checkpoint the worker is still writing. It is told once
+  // the process has ended (the provider's exit), or after the grace.
+  gone_after_wall.emplace(r.id, WallNow() + spec.controller.terminate_grace_s + 1);
   return Event(now, "terminate", r.id, why);
 }
 
@@ -133,14 +138,42 @@ Status Controller::Impl::EnsureFleet(double now) {
     ++want[i.pool];
     bid[i.pool] = i.max_price;
   }
+  std::vector<InstanceRecord*> leaving;
   for (auto& [iid, r] : instances) {
     if (r.ended_s) continue;
     auto it = want.find(PoolOf(r));
     if (it == want.end() || it->second == 0) {
-      SPOT_RETURN_IF_ERROR(TerminateInstance(r, now, "not in the fleet of " + HeldName()));
+      leaving.push_back(&r);
     } else {
       --it->second;
     }
+  }
+  // A handover only while the job goes on (an ending job lets all go).
+  std::optional<std::set<std::string>> members;
+  if (!leaving.empty() && d.group_members && !want.empty() && first_finish_wall < 0 &&
+      spec.controller.handover_timeout_s > 0) {
+    members = d.group_members();
+  }
+  // The model's ready instances, per pool (one whose startup ends with the
+  // tick just run, a rounding residue short, is ready from the next).
+  std::map<PoolRef, int> ready;
+  for (const fleet::Instance& i : model->instances()) {
+    if (i.state == fleet::InstanceState::kRunning || i.state == fleet::InstanceState::kNoticed ||
+        (i.state == fleet::InstanceState::kStarting && i.startup_left_hours <= 1e-9)) {
+      ++ready[i.pool];
+    }
+  }
+  for (InstanceRecord* r : leaving) {
+    if (members) {
+      SPOT_ASSIGN_OR_RETURN(bool keep, KeepForHandover(*r, ready, *members, now));
+      if (keep) continue;
+    }
+    SPOT_RETURN_IF_ERROR(TerminateInstance(*r, now, "not in the fleet of " + HeldName()));
+  }
+  for (auto it = handover_held_since_wall.begin(); it != handover_held_since_wall.end();) {
+    auto r = instances.find(it->first);
+    it = r == instances.end() || r->second.ended_s ? handover_held_since_wall.erase(it)
+                                                   : std::next(it);
   }
   // A program that finished on some node is ending: no replacement for the
   // instances it left (one would change the gang under the ranks finishing).
@@ -164,6 +197,52 @@ Status Controller::Impl::EnsureFleet(double now) {
     }
   }
   return Status::Ok();
+}
+
+Result<bool> Controller::Impl::KeepForHandover(const InstanceRecord& r,
+                                               const std::map<PoolRef, int>& ready,
+                                               const std::set<std::string>& members, double now) {
+  // Only a leaving instance that trains is worth keeping.
+  if (r.provider_data.empty() || !members.count(r.id)) return false;
+  std::vector<std::string> late;
+  for (const auto& [pool, n] : ready) {
+    int with_group = 0;
+    std::vector<std::string> pending;
+    for (const auto& [iid, o] : instances) {
+      if (o.ended_s || PoolOf(o) != pool) continue;
+      if (members.count(iid)) {
+        ++with_group;
+      } else {
+        pending.push_back(iid);
+      }
+    }
+    if (with_group < n) late.insert(late.end(), pending.begin(), pending.end());
+  }
+  auto held = handover_held_since_wall.find(r.id);
+  if (late.empty()) {
+    if (held != handover_held_since_wall.end()) {
+      SPOT_RETURN_IF_ERROR(
+          Event(now, "handover", r.id,
+                fmt::format("the newcomers joined the group {:.1f} wall s after the model had them "
+                            "ready; letting it go",
+                            WallNow() - held->second)));
+    }
+    return false;
+  }
+  if (held == handover_held_since_wall.end()) {
+    held = handover_held_since_wall.emplace(r.id, WallNow()).first;
+    SPOT_RETURN_IF_ERROR(Event(
+        now, "handover-wait", r.id,
+        fmt::format("kept until {} join the group (at most {:.0f} wall s): the model has them "
+                    "ready, the training does not yet",
+                    fmt::join(late, ", "), spec.controller.handover_timeout_s)));
+  }
+  if (WallNow() - held->second < spec.controller.handover_timeout_s) return true;
+  SPOT_RETURN_IF_ERROR(
+      Event(now, "handover-timeout", r.id,
+            fmt::format("{} did not join the group within {:.0f} wall s; letting it go",
+                        fmt::join(late, ", "), spec.controller.handover_timeout_s)));
+  return false;
 }
 
 // A worker whose process runs but is not heard from (stopped, hung, cut off)

@@ -50,7 +50,7 @@ struct Controller::Impl {
   std::FILE* decision_log = nullptr;
   TrainingProgress progress;
   int64_t step_at_placement = -1;
-  double billed_usd = 0;  // the ledger's total, kept as rows are written
+  double billed_usd = 0;    // the ledger's total, kept as rows are written
   double last_pass_s = -1;  // the job's time at the previous budget check
   double pass_gap_s = 0;    // the longest recent time between passes (decays)
   int failures_since_progress = 0;
@@ -79,6 +79,10 @@ struct Controller::Impl {
   int terminate_retries = 0;                  // refusals on end
   double next_terminate_s = 0;                // no retry of a refused termination before
   std::set<std::string> replaced_stragglers;  // instances terminated as stragglers
+  std::map<std::string, double> handover_held_since_wall;  // leaving instances kept for a handover
+  // Terminated instances the rendezvous is not yet told are gone, and the
+  // wall time it is told at the latest (ControllerDeps::on_instance_gone).
+  std::map<std::string, double> gone_after_wall;
   bool program_finished = false;              // a command workload's program exited 0 (not stopped)
                                               // on every node, or one did terminate_grace_s ago
   std::set<std::string> program_finished_on;  // instances whose program exited 0
@@ -185,6 +189,15 @@ struct Controller::Impl {
   void ProviderOutage(const Status& error);
   Status ReconcileTick(int64_t t);
   Status EnsureFleet(double now);
+  // Tells the rendezvous an instance is gone (once), now or, for one we
+  // terminated, whose worker leaves by itself, at the latest by its grace.
+  void InstanceGone(const std::string& instance_id);
+  void TellGoneAfterGrace();
+  // Whether instance `r`, which the model no longer holds, is kept for a
+  // handover (ControllerDeps::group_members): it is with the group and an
+  // instance the model counts ready (`ready`, per pool) is not yet.
+  Result<bool> KeepForHandover(const InstanceRecord& r, const std::map<fleet::PoolRef, int>& ready,
+                               const std::set<std::string>& members, double now);
   Status Launch(const fleet::PoolRef& pool, double max_price, double now);
   Status TerminateInstance(InstanceRecord& r, double now, const std::string& why);
   Status Bill(double now);

@@ -240,6 +240,126 @@ TEST_F(ControllerTest, CancelFromAnotherThreadTerminatesEverything) {
   ExpectLedgerExact();
 }
 
+// Make before break on a real cloud (ControllerDeps::group_members): `mdp`
+// (acting as `up`, with a young market's rule: leaving on-demand for spot
+// make before break) starts the spot gang beside on-demand when spot comes
+// back at tick 40, and the model lets on-demand go in the tick the gang is
+// ready by changeover_hours. Here the gang boots slower: its workers are not
+// with the training group until the test says so. On-demand is kept until
+// they are (`handover_joined`), or until controller.handover_timeout_s.
+class HandoverTest : public ControllerTest {
+ protected:
+  struct Run {
+    JobOutcome out;
+    int64_t release_tick = -1;  // the decision that let on-demand go
+    std::vector<EventRecord> events;
+  };
+
+  // `joins_after_wall_s`: when the spot workers join, in wall seconds after
+  // the first hold (< 0: never). `members`: false runs without the
+  // predicate (the model's word alone).
+  Run RunHandover(double timeout_s, double joins_after_wall_s, bool members = true) {
+    SetMarket({Zone("us-east-1a", 0.9, {{0, 40}}, 300, 0)});
+    spec_ = Spec(2, 2.6, "mdp");
+    spec_.controller.handover_timeout_s = timeout_s;
+    cloud::LocalProvider& p = NewProvider(WallNow());
+    StartTraining();
+    ControllerDeps deps = Deps(&p, &p);
+    auto first_hold_wall = std::make_shared<std::atomic<double>>(-1);
+    if (members) {
+      deps.group_members = [this, joins_after_wall_s,
+                            first_hold_wall]() -> std::optional<std::set<std::string>> {
+        auto live = store_->Instances(spec_.name, true);
+        auto events = store_->Events(spec_.name);
+        if (!live.ok() || !events.ok()) return std::nullopt;
+        for (const EventRecord& e : *events) {
+          if (e.kind == "handover-wait" && *first_hold_wall < 0) *first_hold_wall = e.wall_unix_s;
+        }
+        const bool spot_joined = *first_hold_wall >= 0 && joins_after_wall_s >= 0 &&
+                                 WallNow() - *first_hold_wall >= joins_after_wall_s;
+        std::set<std::string> ids;
+        for (const InstanceRecord& r : *live) {
+          if (!r.spot || spot_joined) ids.insert(r.id);
+        }
+        return ids;
+      };
+    }
+    Controller c(spec_, std::move(deps));
+    Run run;
+    auto out = RunToEnd(c);
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    if (out.ok()) run.out = *out;
+    auto decisions = store_->Decisions(spec_.name);
+    auto events = store_->Events(spec_.name);
+    EXPECT_TRUE(decisions.ok() && events.ok());
+    if (!decisions.ok() || !events.ok()) return run;
+    for (const DecisionRecord& d : *decisions) {
+      if (run.release_tick < 0 && d.current.find("od") != std::string::npos &&
+          d.current.find("spot") != std::string::npos && d.target == "spot:0") {
+        run.release_tick = d.tick;
+      }
+    }
+    run.events = *events;
+    return run;
+  }
+
+  // The on-demand instances' ends, in simulated seconds.
+  std::vector<double> OnDemandEnds() {
+    std::vector<double> ends;
+    auto all = store_->Instances(spec_.name, false);
+    EXPECT_TRUE(all.ok());
+    for (const InstanceRecord& r : all.ok() ? *all : std::vector<InstanceRecord>{}) {
+      if (!r.spot) ends.push_back(r.ended_s.value_or(-1));
+    }
+    return ends;
+  }
+
+  static int Count(const std::vector<EventRecord>& events, const std::string& kind) {
+    return static_cast<int>(std::count_if(events.begin(), events.end(),
+                                          [&](const EventRecord& e) { return e.kind == kind; }));
+  }
+};
+
+TEST_F(HandoverTest, OnDemandIsKeptUntilTheSpotGangJoinsTheTraining) {
+  Run run = RunHandover(/*timeout_s=*/30, /*joins_after_wall_s=*/0.4);
+  EXPECT_EQ(run.out.state, JobState::kSucceeded) << run.out.message;
+  ASSERT_GE(run.release_tick, 40) << "no make before break: the scenario is wrong";
+  EXPECT_EQ(Count(run.events, "handover-wait"), kNodes);
+  EXPECT_EQ(Count(run.events, "handover"), kNodes);
+  EXPECT_EQ(Count(run.events, "handover-timeout"), 0);
+  // Kept 0.4 wall s (0.4 simulated hours) past the tick the model let it go.
+  const double released_s = static_cast<double>(run.release_tick) * kGap;
+  std::vector<double> ends = OnDemandEnds();
+  ASSERT_EQ(ends.size(), static_cast<size_t>(kNodes));
+  for (double end : ends) EXPECT_GE(end, released_s + 0.4 * 3600 - kGap) << released_s;
+  ExpectLedgerExact();
+}
+
+TEST_F(HandoverTest, AGangThatNeverJoinsIsWaitedForUpToTheTimeout) {
+  Run run = RunHandover(/*timeout_s=*/0.3, /*joins_after_wall_s=*/-1);
+  EXPECT_EQ(run.out.state, JobState::kSucceeded) << run.out.message;
+  ASSERT_GE(run.release_tick, 40);
+  EXPECT_EQ(Count(run.events, "handover-wait"), kNodes);
+  EXPECT_EQ(Count(run.events, "handover-timeout"), kNodes);
+  EXPECT_EQ(Count(run.events, "handover"), 0);
+  const double released_s = static_cast<double>(run.release_tick) * kGap;
+  for (double end : OnDemandEnds()) {
+    EXPECT_GE(end, released_s + 0.3 * 3600 - kGap);
+    EXPECT_LT(end, released_s + 0.3 * 3600 + 0.3 * 3600) << "held long past the timeout";
+  }
+  ExpectLedgerExact();
+}
+
+TEST_F(HandoverTest, WithoutMembershipOnDemandGoesWhenTheModelSays) {
+  Run run = RunHandover(/*timeout_s=*/30, /*joins_after_wall_s=*/-1, /*members=*/false);
+  EXPECT_EQ(run.out.state, JobState::kSucceeded) << run.out.message;
+  ASSERT_GE(run.release_tick, 40);
+  EXPECT_EQ(Count(run.events, "handover-wait"), 0);
+  const double released_s = static_cast<double>(run.release_tick) * kGap;
+  for (double end : OnDemandEnds()) EXPECT_LT(end, released_s + kGap);
+  ExpectLedgerExact();
+}
+
 TEST_F(ControllerTest, BudgetStopsTheJob) {
   SetMarket(OneLoss());
   spec_ = Spec(2, 12);

@@ -87,8 +87,8 @@ inline market::Trace Zone(const std::string& name, double price,
 }
 
 // Stands in for the training: while the controller holds a full gang (its live
-// instances in the store), work accrues one simulated hour per hour from the
-// newest instance's launch plus the changeover, as SpotSim models it. Writes
+// instances in the store) of ready instances (each ready its changeover after
+// its launch), work accrues one simulated hour per hour, as SpotSim models it. Writes
 // the progress file as rank 0 does, until the work is done.
 class FakeTraining {
  public:
@@ -113,10 +113,16 @@ class FakeTraining {
       auto live = store_->Instances(spec_.name, true);
       if (!job.ok() || !job->has_value() || !live.ok()) continue;
       const double now = (WallNow() - (*job)->wall_epoch_unix_s) * (*job)->time_compression;
-      double ready = 0;
-      for (const InstanceRecord& r : *live) ready = std::max(ready, r.launched_s + changeover);
+      // The time since which a full gang has been ready: the kNodes-th
+      // earliest ready instance's (a gang started beside a running one, make
+      // before break, leaves the running one working meanwhile).
+      std::vector<double> ready;
+      for (const InstanceRecord& r : *live) ready.push_back(r.launched_s + changeover);
+      std::sort(ready.begin(), ready.end());
       const int world = static_cast<int>(live->size());
-      if (last >= 0 && world >= kNodes && now > ready) work += now - std::max(last, ready);
+      if (last >= 0 && world >= kNodes && now > ready[kNodes - 1]) {
+        work += now - std::max(last, ready[kNodes - 1]);
+      }
       last = now;
       const bool done = work >= total;
       nlohmann::json j = {{"step", static_cast<int64_t>(std::min(1.0, work / total) * kTotalSteps)},

@@ -285,7 +285,9 @@ TEST(MetricsAddressTest, ParsesHostAndPortStrictly) {
                           "10.0.0.2:12ab", "10.0.0.2: 80", "10.0.0.2:-1"}) {
     auto r = ParseMetricsAddress(bad);
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
-    if (!r.ok()) EXPECT_NE(r.status().message().find(bad), std::string::npos) << bad;
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find(bad), std::string::npos) << bad;
+    }
   }
   EXPECT_EQ(MetricsAddressKey("job", "i-1"), "job/metrics_address/i-1");
 }

@@ -201,6 +201,7 @@ Status JobRunner::Impl::MakeController(double epoch) {
                      .on_instance_gone = o.on_instance_gone,
                      .is_alive = o.is_alive,
                      .unreachable_after_s = o.spec.controller.unreachable_after_s,
+                     .group_members = o.group_members,
                      .last_report_unix_s = [r = reports.get()] { return r->last_report_unix_s(); },
                      .last_error =
                          [instances_dir](const std::string& id) {

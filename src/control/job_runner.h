@@ -10,6 +10,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,9 @@ struct JobRunnerOptions {
   // instance has gone (so the next generation forms without it).
   std::function<bool(const std::string& instance_id)> is_alive;
   std::function<void(const std::string& instance_id)> on_instance_gone;
+  // The workers with the training group (ControllerDeps::group_members: a
+  // make-before-break handover waits for them); unset: not waited for.
+  std::function<std::optional<std::set<std::string>>()> group_members;
   std::string rendezvous_url;  // as instances reach it (controller.advertise_host)
   // Where an instance's worker serves /metrics, "HOST:PORT" as it published
   // it in the rendezvous (JobMonitorOptions::metrics_address); unset: none.

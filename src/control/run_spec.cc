@@ -149,6 +149,7 @@ void ReadRunSpecFields(SpecReader& top, RunSpec* out) {
   c.Double("terminate_grace_s", &s.controller.terminate_grace_s, {.min = 0, .max = 600});
   c.Double("unreachable_after_s", &s.controller.unreachable_after_s, {.min = 1, .max = 3600});
   c.Double("provider_outage_s", &s.controller.provider_outage_s, {.min = 1, .max = 7 * 86400});
+  c.Double("handover_timeout_s", &s.controller.handover_timeout_s, {.min = 0, .max = 86400});
   c.Bool("replace_stragglers", &s.controller.replace_stragglers);
 }
 

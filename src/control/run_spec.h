@@ -69,6 +69,10 @@ struct ControllerSpec {
   // cloud's describe API, the scheduler's squeue) before the job fails,
   // naming the provider's error; a shorter outage is waited out.
   double provider_outage_s = 3600;
+  // Wall seconds a handover may keep the instances the policy let go while
+  // the ones it counts ready join the training (ControllerDeps::group_members:
+  // an instance that boots slower than changeover_hours); 0: never kept.
+  double handover_timeout_s = 600;
   // Terminate an instance whose worker rank 0 flags as a straggler (its
   // progress file's `stragglers`: train.distributed.straggler_factor and
   // straggler_seconds), so the fleet target launches a replacement.

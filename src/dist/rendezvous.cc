@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 
 #include "core/clock.h"
@@ -52,6 +53,9 @@ struct Rendezvous::State {
   // Newcomers that found the group full; the next round takes them in.
   std::vector<MemberInfo> waiting;
 
+  // The state as stored (nullopt: no generation yet); DataLoss naming `key`
+  // when malformed.
+  static Result<State> Parse(const std::optional<std::string>& v, const std::string& key);
   std::string Dump() const {
     return json{{"gen", gen},   {"open", open},           {"members", ToJson(members)},
                 {"prev", prev}, {"opened_ms", opened_ms}, {"waiting", ToJson(waiting)}}
@@ -111,12 +115,10 @@ Status Rendezvous::Leave() {
   return store_->MarkDead(id_);
 }
 
-Result<Rendezvous::State> Rendezvous::Read(std::string* raw) {
-  SPOT_ASSIGN_OR_RETURN(std::optional<std::string> v, store_->Get(key_));
+Result<Rendezvous::State> Rendezvous::State::Parse(const std::optional<std::string>& v,
+                                                   const std::string& key) {
   State s;
-  raw->clear();
   if (!v) return s;
-  *raw = *v;
   try {
     json j = json::parse(*v);
     s.gen = Int(j.at("gen"), "gen");
@@ -126,9 +128,36 @@ Result<Rendezvous::State> Rendezvous::Read(std::string* raw) {
     s.members = State::FromJson(j.at("members"));
     s.waiting = State::FromJson(j.at("waiting"));
   } catch (const std::exception& e) {
-    return DataLossError(fmt::format("rendezvous state {} is malformed: {}", key_, e.what()));
+    return DataLossError(fmt::format("rendezvous state {} is malformed: {}", key, e.what()));
   }
   return s;
+}
+
+Result<Rendezvous::State> Rendezvous::Read(std::string* raw) {
+  SPOT_ASSIGN_OR_RETURN(std::optional<std::string> v, store_->Get(key_));
+  raw->assign(v.value_or(""));
+  return State::Parse(v, key_);
+}
+
+bool Membership::Ready(const std::string& id) const {
+  auto has = [&](const std::vector<std::string>& ids) {
+    return std::find(ids.begin(), ids.end(), id) != ids.end();
+  };
+  return has(formed) || has(waiting);
+}
+
+Result<Membership> ReadMembership(KvStore* store, const std::string& job) {
+  const std::string key = job + "/rdzv/state";
+  SPOT_ASSIGN_OR_RETURN(std::optional<std::string> v, store->Get(key));
+  SPOT_ASSIGN_OR_RETURN(Rendezvous::State s, Rendezvous::State::Parse(v, key));
+  Membership m{.generation = s.open ? s.gen - 1 : s.gen};
+  if (s.open) {
+    m.formed = s.prev;
+  } else {
+    for (const MemberInfo& i : s.members) m.formed.push_back(i.id);
+  }
+  for (const MemberInfo& i : s.waiting) m.waiting.push_back(i.id);
+  return m;
 }
 
 bool Rendezvous::CanClose(const State& s, const std::vector<MemberInfo>& alive) const {

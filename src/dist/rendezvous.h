@@ -73,6 +73,20 @@ struct Generation {
   std::string store_prefix(const std::string& job) const;
 };
 
+// Who the job's workers are, as the rendezvous state has it: the members of
+// the last generation formed (while the next one gathers, the one before it)
+// and the newcomers that found the group full and wait for room.
+struct Membership {
+  int64_t generation = 0;           // the last formed (0: none yet)
+  std::vector<std::string> formed;  // its members' ids, in rank order
+  std::vector<std::string> waiting;
+  // Whether worker `id` has booted and is with the group: a member of the
+  // formed generation, or waiting for room in it.
+  bool Ready(const std::string& id) const;
+};
+// Reads job's state (RendezvousOptions::job); DataLoss when malformed.
+Result<Membership> ReadMembership(KvStore* store, const std::string& job);
+
 class Rendezvous {
  public:
   // `store` must outlive this object.
@@ -96,6 +110,7 @@ class Rendezvous {
   const std::string& id() const { return id_; }
 
  private:
+  friend Result<Membership> ReadMembership(KvStore* store, const std::string& job);
   struct State;
   Result<State> Read(std::string* raw);
   Result<bool> TryClose(const State& s, const std::string& raw);

@@ -46,6 +46,16 @@ std::vector<Generation> JoinAll(std::vector<std::unique_ptr<Rendezvous>>& rs,
   return out;
 }
 
+template <typename Pred>
+bool WaitForCondition(Pred pred) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  return true;
+}
+
 std::vector<std::unique_ptr<Rendezvous>> Make(KvStore* kv, int n, RendezvousOptions o) {
   std::vector<std::unique_ptr<Rendezvous>> rs;
   for (int i = 0; i < n; ++i)
@@ -191,6 +201,57 @@ TEST(RendezvousTest, FullGroupKeepsANewcomerWaitingUntilThereIsRoom) {
   ASSERT_TRUE(j.ok());
   EXPECT_EQ(g2[0].world_size(), 2);
   EXPECT_EQ(Ids(g2[0]), (std::vector<std::string>{"w0", "w2"}));
+}
+
+// What the launcher reads to know a newcomer is with the group (a handover
+// lets the old instances go only then): nobody before the first generation;
+// the formed generation's members while the next one gathers; a newcomer
+// once it waits for room in a full group, or once a generation formed with it.
+TEST(RendezvousTest, MembershipNamesTheFormedGenerationAndTheNewcomersWaitingForRoom) {
+  auto kv = NewMemoryKvStore(milliseconds(500));
+  Result<Membership> none = ReadMembership(kv.get(), "t");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_EQ(none->generation, 0);
+  EXPECT_FALSE(none->Ready("w0"));
+  auto rs = Make(kv.get(), 4, Options(1, 3));
+  JoinAll(rs, {0, 1});
+  Result<Membership> m = ReadMembership(kv.get(), "t");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->generation, 1);
+  EXPECT_EQ(m->formed, (std::vector<std::string>{"w0", "w1"}));
+  EXPECT_TRUE(m->Ready("w1"));
+  EXPECT_FALSE(m->Ready("w2"));
+  // w2 opens generation 2 and waits for the running group to re-join: not
+  // with the group yet (it has no state), generation 1 still the formed one.
+  auto joiner = std::async(std::launch::async, [&] { return rs[2]->Join({}); });
+  while (!*rs[0]->ShouldReform(1)) std::this_thread::sleep_for(milliseconds(2));
+  m = ReadMembership(kv.get(), "t");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->generation, 1);
+  EXPECT_FALSE(m->Ready("w2"));
+  JoinAll(rs, {0, 1});
+  ASSERT_TRUE(joiner.get().ok());
+  m = ReadMembership(kv.get(), "t");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->generation, 2);
+  EXPECT_TRUE(m->Ready("w2"));
+  // The group is full: w3 waits for room, booted and ready to take over.
+  auto waiting = std::async(std::launch::async, [&] { return rs[3]->Join({}); });
+  ASSERT_TRUE(WaitForCondition([&] {
+    Result<Membership> w = ReadMembership(kv.get(), "t");
+    return w.ok() && w->Ready("w3");
+  }));
+  m = ReadMembership(kv.get(), "t");
+  EXPECT_EQ(m->waiting, std::vector<std::string>{"w3"});
+  EXPECT_EQ(m->formed.size(), 3u);
+  ASSERT_TRUE(rs[0]->Leave().ok());
+  JoinAll(rs, {1, 2});
+  ASSERT_TRUE(waiting.get().ok());
+  ASSERT_TRUE(kv->Put("t/rdzv/state", "{\"gen\": 1}").ok());
+  Result<Membership> bad = ReadMembership(kv.get(), "t");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(bad.status().message().find("t/rdzv/state"), std::string::npos);
 }
 
 // A whole full group lost at once (a spot gang reclaimed): the replacements

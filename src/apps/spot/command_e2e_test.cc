@@ -324,6 +324,99 @@ TEST_F(CommandTest, PlainPyTorchResumesBitForBitUnderNotices) {
   EXPECT_EQ(s["notices"], 2);
 }
 
+// A make-before-break handover of a command workload: `mdp` (acting as `up`
+// in this young market, but leaving on-demand for spot make before break)
+// runs on-demand while zone-a is down, and when it comes back at tick 20
+// starts the spot gang beside it. The agents' group has room for one gang:
+// the newcomers wait for it, and start the program once the on-demand
+// agents have left, which they do after their program saved on the SIGTERM
+// (a save of a second here; the rendezvous is not told they are gone before). Every rank counts
+// each step once; the starts after the handover resume where it saved.
+TEST_F(CommandTest, AHandoverResumesTheProgramWhereTheLeavingGangSaved) {
+  std::vector<int> counts(kTicks, 1);
+  for (int t = 0; t < 20; ++t) counts[t] = 0;
+  std::ofstream(dir_ / "zone-a_gpu_1.json")
+      << json{{"metadata", {{"gap_seconds", 60}}}, {"data", counts}}.dump();
+  Script("count.py", R"(exec /usr/bin/python3 - "$@" <<'PY'
+import os, time
+import spottrain
+spottrain.init()  # its handler of the notice signal (SIGTERM): should_stop()
+d = os.environ["SPOT_CHECKPOINT_DIR"]
+os.makedirs(d, exist_ok=True)
+rank, steps = os.environ["RANK"], int(os.environ["STEPS"])
+saved = os.path.join(d, "step." + rank)
+step = int(open(saved).read()) if os.path.exists(saved) else 0
+print("start at", step, flush=True)
+while step < steps and not spottrain.should_stop():
+    time.sleep(0.1)
+    step += 1
+    with open(os.path.join(d, "steps." + rank), "a") as f:
+        f.write("%d\n" % step)
+    if rank == "0":
+        spottrain.report(step, total_steps=steps)
+if step < steps:
+    time.sleep(1)  # a checkpoint takes a while to write
+with open(saved + ".tmp", "w") as f:
+    f.write(str(step))
+os.replace(saved + ".tmp", saved)
+print("saved", step, flush=True)
+PY
+)");
+  auto job = CommandJob(
+      "handover", "./count.py", 2,
+      fmt::format("envs:\n  STEPS: \"200\"\n  PYTHONPATH: {}/python\n", SPOT_SOURCE_DIR));
+  std::string text = ReadText(job);
+  for (auto [from, to] : {std::pair{"policy: greedy", "policy: mdp"},
+                          std::pair{"time_compression: 60", "time_compression: 120"}}) {
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, std::string(from).size(), to);
+  }
+  std::ofstream(job) << text;
+  ProcessResult r = Spot({"run", job.string()}, "handover");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json s = Summary("handover");
+  EXPECT_EQ(s["state"], "SUCCEEDED");
+  EXPECT_EQ(s["program_failures"], 0);
+  // The handover happened: a spot gang launched while on-demand ran, which
+  // was then let go for it.
+  auto store = control::JobStore::Open((dir_ / "handover" / "controller" / "state.db").string());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto instances = (*store)->Instances("handover", false);
+  ASSERT_TRUE(instances.ok());
+  int on_demand = 0, spot = 0;
+  double first_spot_launch = 1e18, on_demand_end = 0;
+  for (const control::InstanceRecord& i : *instances) {
+    if (i.spot) {
+      ++spot;
+      first_spot_launch = std::min(first_spot_launch, i.launched_s);
+    } else {
+      ++on_demand;
+      EXPECT_EQ(i.end_reason, "terminated");
+      on_demand_end = std::max(on_demand_end, i.ended_s.value_or(0));
+    }
+  }
+  EXPECT_EQ(on_demand, 2);
+  EXPECT_EQ(spot, 2);
+  EXPECT_LT(first_spot_launch, on_demand_end) << "no make before break: the scenario is wrong";
+  const fs::path ckpt = dir_ / "handover" / "checkpoints";
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream in(ckpt / ("steps." + std::to_string(rank)));
+    std::vector<int> steps;
+    for (int v; in >> v;) steps.push_back(v);
+    ASSERT_EQ(steps.size(), 200u) << "rank " << rank << " counted a step twice or missed one";
+    for (int k = 0; k < 200; ++k) ASSERT_EQ(steps[k], k + 1) << "rank " << rank;
+  }
+  const std::string logs = InstanceLogs("handover");
+  EXPECT_NE(logs.find("saved"), std::string::npos) << logs;
+  size_t resumed = 0;
+  for (size_t at = logs.find("start at "); at != std::string::npos;
+       at = logs.find("start at ", at + 1)) {
+    resumed += logs.compare(at, 10, "start at 0") != 0;
+  }
+  EXPECT_EQ(resumed, 2u) << "both ranks resume where they saved\n" << logs;
+}
+
 // The DistributedDataParallel example (Gloo, two nodes of one rank) under
 // `spot run`, its gang preempted twice with notices: both ranks save and stop
 // at the same step and start again in the next generation with torchrun's

@@ -22,6 +22,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <thread>
 
 #include "apps/spot/agent_spec.h"
@@ -41,6 +43,7 @@
 #include "core/process.h"
 #include "core/process_cpu.h"
 #include "dist/c10d_stores.h"
+#include "dist/rendezvous.h"
 #include "sim/spot_sim.h"
 #include "train/train_spec.h"
 
@@ -225,7 +228,7 @@ Result<std::string> EnsureRendezvous(const std::string& state_dir, const std::st
       if (digits.ends_with('\n')) digits.remove_suffix(1);
       auto parsed = ParseInteger(digits);
       if (!parsed.ok() || *parsed <= 0 || *parsed > 65535) {
-        StopProcess(pid, /*grace_s=*/3);
+        (void)StopProcess(pid, /*grace_s=*/3);
         return InternalError(fmt::format("{}: not a port: '{}'", port_file, digits));
       }
       port = static_cast<int>(*parsed);
@@ -236,7 +239,7 @@ Result<std::string> EnsureRendezvous(const std::string& state_dir, const std::st
           fmt::format("the rendezvous store did not start on {} (its log: {})", host, log));
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      StopProcess(pid, /*grace_s=*/3);
+      (void)StopProcess(pid, /*grace_s=*/3);
       return DeadlineExceededError(fmt::format(
           "the rendezvous store did not start listening on {} within 35 s (its log: {})", host,
           log));
@@ -487,6 +490,15 @@ int RunRunCommand(const RunArgs& args) {
              return !alive.ok() || *alive;  // a store hiccup is not a verdict
            },
        .on_instance_gone = [kv](const std::string& id) { (void)kv->MarkDead(id); },
+       // A worker's group is the job's; an agent's, the job's agents'.
+       .group_members = [kv, group = command ? j.run.name + "/agent" : j.run.name]()
+           -> std::optional<std::set<std::string>> {
+         auto m = dist::ReadMembership(kv.get(), group);
+         if (!m.ok()) return std::nullopt;
+         std::set<std::string> ids(m->formed.begin(), m->formed.end());
+         ids.insert(m->waiting.begin(), m->waiting.end());
+         return ids;
+       },
        .rendezvous_url = *rdzv_url,
        .metrics_address =
            [kv, job = j.run.name](const std::string& id) {

@@ -383,6 +383,49 @@ TEST_F(RunTest, UnreachableWorkerIsReplaced) {
   ExpectLedgerMatchesLifetimes("hung");
 }
 
+// A make-before-break handover with real workers: `mdp` (acting as `up` in
+// this young market, but leaving on-demand for spot make before break) runs
+// on-demand while zone-a is down, and when it comes back at tick 20 starts
+// the spot gang beside it. The model counts the gang ready 0.02 h (0.6 wall
+// s at x120) after its launch and lets on-demand go; a worker takes longer
+// than that to start and join. On-demand is kept until the newcomers are in
+// the training group, which takes the state from it: nothing is redone.
+TEST_F(RunTest, AHandoverKeepsOnDemandUntilTheSpotWorkersJoin) {
+  std::vector<int> a(kTicks, 1);
+  for (int t = 0; t < 20; ++t) a[t] = 0;
+  WriteTrace("zone-a", a);
+  auto job = RunJob("handover", "", "", 3000, "policy: mdp\n");
+  Edit(job, "time_compression: 60", "time_compression: 120");
+  ProcessResult r = Spot({"run", job.string()}, "handover");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json s = Summary("handover");
+  EXPECT_EQ(s["state"], "SUCCEEDED");
+  EXPECT_EQ(s["steps_redone"], 0) << r.out;
+  auto store = Store("handover");
+  ASSERT_NE(store, nullptr);
+  auto events = store->Events("handover");
+  auto instances = store->Instances("handover", false);
+  ASSERT_TRUE(events.ok() && instances.ok());
+  std::map<std::string, double> handed_over;  // on-demand instance -> when
+  std::map<std::string, int> kinds;
+  for (const control::EventRecord& e : *events) {
+    ++kinds[e.kind];
+    if (e.kind == "handover") handed_over[e.instance_id] = e.sim_s;
+  }
+  EXPECT_EQ(kinds["handover-wait"], 2) << r.out;
+  EXPECT_EQ(kinds["handover-timeout"], 0) << r.out;
+  int on_demand = 0;
+  for (const control::InstanceRecord& i : *instances) {
+    if (i.spot) continue;
+    ++on_demand;
+    ASSERT_TRUE(handed_over.count(i.id)) << i.id << " was let go without waiting for the gang";
+    EXPECT_EQ(i.end_reason, "terminated");
+    EXPECT_NEAR(*i.ended_s, handed_over[i.id], 1e-6);
+  }
+  EXPECT_EQ(on_demand, 2);
+  ExpectLedgerMatchesLifetimes("handover");
+}
+
 // Bad job files: exit 2 and a message naming the file and the field, before
 // any file is written or any process started (the leak check of
 // e2e_leak_check.cc finds a rendezvous left running).
