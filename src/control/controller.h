@@ -59,6 +59,21 @@ TrainingProgress KnownProgress(const ProgressReport& report);
 // Reads the progress file; `known` false when absent or unreadable.
 TrainingProgress ReadTrainingProgress(const std::string& path);
 
+// The workers of a training group (ids are instance ids).
+struct GroupMembers {
+  int64_t generation = 0;         // the last formed
+  std::set<std::string> formed;   // its members
+  std::set<std::string> waiting;  // newcomers waiting for room in a full group
+  // Whether worker `id` is with the group: waiting for room (booted; its
+  // program starts from the checkpoint once there is room), or a member of
+  // the formed generation once the training reports a step in it
+  // (`progress_generation`: the state has reached it, and its process group
+  // is built; before, the old members' leaving would stall the formation).
+  bool With(const std::string& id, int64_t progress_generation) const {
+    return waiting.count(id) > 0 || (formed.count(id) > 0 && progress_generation >= generation);
+  }
+};
+
 struct ControllerDeps {
   JobStore* store = nullptr;
   cloud::Provider* provider = nullptr;
@@ -91,16 +106,16 @@ struct ControllerDeps {
   std::function<bool(const std::string& instance_id)> is_alive;
   double unreachable_after_s = 20;
   double startup_grace_s = 120;
-  // The ids of the workers that are with the training group: members of its
-  // formed generation, or newcomers waiting for room in a full one
-  // (dist::ReadMembership); nullopt when it cannot be read. Make before
-  // break: the model lets the old instances go in the tick the new ones are
-  // ready by `changeover_hours`, and an instance that boots slower would find
-  // the group gone and resume from the last checkpoint. While an instance the
-  // model counts ready is not with the group, the leaving instances that are
-  // are kept (and billed), for at most controller.handover_timeout_s wall
-  // seconds. Unset: they go when the model says.
-  std::function<std::optional<std::set<std::string>>()> group_members;
+  // The training group as the rendezvous has it (dist::ReadMembership);
+  // nullopt when it cannot be read. Make before break: the model lets the
+  // old instances go in the tick the new ones are ready by
+  // `changeover_hours`, and an instance that boots slower would find the
+  // group gone and resume from the last checkpoint. While an instance the
+  // model counts ready is not with the group (GroupMembers::With), the
+  // leaving instances that are in it are kept (and billed), for at most
+  // controller.handover_timeout_s wall seconds. Unset: they go when the
+  // model says.
+  std::function<std::optional<GroupMembers>()> group_members;
   // Wall time (unix s) of a command workload's last report (its silence is
   // measured from the later of it and the newest launch); unset: none.
   std::function<double()> last_report_unix_s;

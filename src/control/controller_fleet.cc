@@ -149,7 +149,7 @@ Status Controller::Impl::EnsureFleet(double now) {
     }
   }
   // A handover only while the job goes on (an ending job lets all go).
-  std::optional<std::set<std::string>> members;
+  std::optional<GroupMembers> members;
   if (!leaving.empty() && d.group_members && !want.empty() && first_finish_wall < 0 &&
       spec.controller.handover_timeout_s > 0) {
     members = d.group_members();
@@ -201,16 +201,16 @@ Status Controller::Impl::EnsureFleet(double now) {
 
 Result<bool> Controller::Impl::KeepForHandover(const InstanceRecord& r,
                                                const std::map<PoolRef, int>& ready,
-                                               const std::set<std::string>& members, double now) {
+                                               const GroupMembers& members, double now) {
   // Only a leaving instance that trains is worth keeping.
-  if (r.provider_data.empty() || !members.count(r.id)) return false;
+  if (r.provider_data.empty() || !members.formed.count(r.id)) return false;
   std::vector<std::string> late;
   for (const auto& [pool, n] : ready) {
     int with_group = 0;
     std::vector<std::string> pending;
     for (const auto& [iid, o] : instances) {
       if (o.ended_s || PoolOf(o) != pool) continue;
-      if (members.count(iid)) {
+      if (members.With(iid, progress.generation)) {
         ++with_group;
       } else {
         pending.push_back(iid);

@@ -197,7 +197,7 @@ struct Controller::Impl {
   // handover (ControllerDeps::group_members): it is with the group and an
   // instance the model counts ready (`ready`, per pool) is not yet.
   Result<bool> KeepForHandover(const InstanceRecord& r, const std::map<fleet::PoolRef, int>& ready,
-                               const std::set<std::string>& members, double now);
+                               const GroupMembers& members, double now);
   Status Launch(const fleet::PoolRef& pool, double max_price, double now);
   Status TerminateInstance(InstanceRecord& r, double now, const std::string& why);
   Status Bill(double now);

@@ -268,7 +268,7 @@ class HandoverTest : public ControllerTest {
     auto first_hold_wall = std::make_shared<std::atomic<double>>(-1);
     if (members) {
       deps.group_members = [this, joins_after_wall_s,
-                            first_hold_wall]() -> std::optional<std::set<std::string>> {
+                            first_hold_wall]() -> std::optional<GroupMembers> {
         auto live = store_->Instances(spec_.name, true);
         auto events = store_->Events(spec_.name);
         if (!live.ok() || !events.ok()) return std::nullopt;
@@ -277,11 +277,11 @@ class HandoverTest : public ControllerTest {
         }
         const bool spot_joined = *first_hold_wall >= 0 && joins_after_wall_s >= 0 &&
                                  WallNow() - *first_hold_wall >= joins_after_wall_s;
-        std::set<std::string> ids;
+        GroupMembers m;  // generation 0: the stand-in training reports none
         for (const InstanceRecord& r : *live) {
-          if (!r.spot || spot_joined) ids.insert(r.id);
+          if (!r.spot || spot_joined) m.formed.insert(r.id);
         }
-        return ids;
+        return m;
       };
     }
     Controller c(spec_, std::move(deps));
@@ -320,18 +320,31 @@ class HandoverTest : public ControllerTest {
   }
 };
 
+// A newcomer is with the group once it waits for room (an agent's group is
+// full until the old gang leaves), or once it is in the formed generation
+// and the training has reported a step in that generation: before, the
+// generation's process group is being built, and killing its old members
+// then stalled the formation until Gloo's connect timeout (15 s here).
+TEST(GroupMembersTest, AFormedNewcomerCountsOnceTheTrainingReportsItsGeneration) {
+  GroupMembers m{.generation = 3, .formed = {"od-1", "spot-1"}, .waiting = {"spot-2"}};
+  EXPECT_FALSE(m.With("spot-1", 2));
+  EXPECT_TRUE(m.With("spot-1", 3));
+  EXPECT_TRUE(m.With("spot-2", 0));
+  EXPECT_FALSE(m.With("spot-3", 3));
+}
+
 TEST_F(HandoverTest, OnDemandIsKeptUntilTheSpotGangJoinsTheTraining) {
-  Run run = RunHandover(/*timeout_s=*/30, /*joins_after_wall_s=*/0.4);
+  Run run = RunHandover(/*timeout_s=*/30, /*joins_after_wall_s=*/1);
   EXPECT_EQ(run.out.state, JobState::kSucceeded) << run.out.message;
   ASSERT_GE(run.release_tick, 40) << "no make before break: the scenario is wrong";
   EXPECT_EQ(Count(run.events, "handover-wait"), kNodes);
   EXPECT_EQ(Count(run.events, "handover"), kNodes);
   EXPECT_EQ(Count(run.events, "handover-timeout"), 0);
-  // Kept 0.4 wall s (0.4 simulated hours) past the tick the model let it go.
+  // Kept 1 wall s (a simulated hour) past the tick the model let it go.
   const double released_s = static_cast<double>(run.release_tick) * kGap;
   std::vector<double> ends = OnDemandEnds();
   ASSERT_EQ(ends.size(), static_cast<size_t>(kNodes));
-  for (double end : ends) EXPECT_GE(end, released_s + 0.4 * 3600 - kGap) << released_s;
+  for (double end : ends) EXPECT_GE(end, released_s + 3600 - kGap) << released_s;
   ExpectLedgerExact();
 }
 
@@ -356,7 +369,11 @@ TEST_F(HandoverTest, WithoutMembershipOnDemandGoesWhenTheModelSays) {
   ASSERT_GE(run.release_tick, 40);
   EXPECT_EQ(Count(run.events, "handover-wait"), 0);
   const double released_s = static_cast<double>(run.release_tick) * kGap;
-  for (double end : OnDemandEnds()) EXPECT_LT(end, released_s + kGap);
+  EXPECT_EQ(Count(run.events, "handover"), 0);
+  EXPECT_EQ(Count(run.events, "handover-timeout"), 0);
+  // Let go in the pass after the release (a slow pass, under a sanitizer,
+  // lags a few ticks; the hold above lasts an hour).
+  for (double end : OnDemandEnds()) EXPECT_LT(end, released_s + 0.5 * 3600);
   ExpectLedgerExact();
 }
 

@@ -53,7 +53,7 @@ struct JobRunnerOptions {
   std::function<void(const std::string& instance_id)> on_instance_gone;
   // The workers with the training group (ControllerDeps::group_members: a
   // make-before-break handover waits for them); unset: not waited for.
-  std::function<std::optional<std::set<std::string>>()> group_members;
+  std::function<std::optional<GroupMembers>()> group_members;
   std::string rendezvous_url;  // as instances reach it (controller.advertise_host)
   // Where an instance's worker serves /metrics, "HOST:PORT" as it published
   // it in the rendezvous (JobMonitorOptions::metrics_address); unset: none.

@@ -492,12 +492,12 @@ int RunRunCommand(const RunArgs& args) {
        .on_instance_gone = [kv](const std::string& id) { (void)kv->MarkDead(id); },
        // A worker's group is the job's; an agent's, the job's agents'.
        .group_members = [kv, group = command ? j.run.name + "/agent" : j.run.name]()
-           -> std::optional<std::set<std::string>> {
+           -> std::optional<control::GroupMembers> {
          auto m = dist::ReadMembership(kv.get(), group);
          if (!m.ok()) return std::nullopt;
-         std::set<std::string> ids(m->formed.begin(), m->formed.end());
-         ids.insert(m->waiting.begin(), m->waiting.end());
-         return ids;
+         return control::GroupMembers{.generation = m->generation,
+                                      .formed = {m->formed.begin(), m->formed.end()},
+                                      .waiting = {m->waiting.begin(), m->waiting.end()}};
        },
        .rendezvous_url = *rdzv_url,
        .metrics_address =

@@ -424,6 +424,12 @@ TEST_F(RunTest, AHandoverKeepsOnDemandUntilTheSpotWorkersJoin) {
   }
   EXPECT_EQ(on_demand, 2);
   ExpectLedgerMatchesLifetimes("handover");
+  // The summary says what the wait cost: the on-demand ledger from the wait on.
+  EXPECT_EQ(s["handover_kept_instances"], 2);
+  EXPECT_EQ(s["handover_timeouts"], 0);
+  EXPECT_GT(s["handover_kept_usd"].get<double>(), 0);
+  EXPECT_LT(s["handover_kept_usd"].get<double>(), s["ondemand_usd"].get<double>());
+  EXPECT_NE(r.out.find("handovers             2 instances kept"), std::string::npos) << r.out;
 }
 
 // Bad job files: exit 2 and a message naming the file and the field, before

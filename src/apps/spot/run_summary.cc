@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "apps/spot/exit_code.h"
@@ -81,6 +82,40 @@ Spend Billed(control::JobStore& store, const std::string& job) {
     }
   }
   return s;
+}
+
+// The instances a make-before-break handover kept past the model's release
+// (events `handover-wait`) while the new gang joined the training, and what
+// that time cost (their ledger from the wait on).
+struct Handovers {
+  int kept = 0;
+  int timed_out = 0;
+  double hours = 0;  // instance-hours kept
+  double usd = 0;
+};
+
+Handovers KeptForHandovers(control::JobStore& store, const std::string& job) {
+  Handovers h;
+  auto events = store.Events(job);
+  auto ledger = store.Ledger(job);
+  auto instances = store.Instances(job, false);
+  if (!events.ok() || !ledger.ok() || !instances.ok()) return h;
+  std::map<std::string, double> waited_from;
+  for (const control::EventRecord& e : *events) {
+    if (e.kind == "handover-wait" && waited_from.emplace(e.instance_id, e.sim_s).second) ++h.kept;
+    h.timed_out += e.kind == "handover-timeout";
+  }
+  for (const control::InstanceRecord& r : *instances) {
+    auto w = waited_from.find(r.id);
+    if (w != waited_from.end() && r.ended_s)
+      h.hours += std::max(0.0, *r.ended_s - w->second) / 3600;
+  }
+  for (const control::LedgerEntry& e : *ledger) {
+    auto w = waited_from.find(e.instance_id);
+    if (w == waited_from.end() || e.to_s <= w->second || e.to_s <= e.from_s) continue;
+    h.usd += e.usd * (e.to_s - std::max(e.from_s, w->second)) / (e.to_s - e.from_s);
+  }
+  return h;
 }
 
 struct Trained {
@@ -192,6 +227,13 @@ int PrintRunSummary(control::JobStore& store, const control::RunSpec& spec, cons
   if (redone >= 0) {
     fmt::print("  work lost             {} steps redone of {}\n", redone, trained.steps);
   }
+  const Handovers handovers = KeptForHandovers(store, spec.name);
+  if (handovers.kept > 0) {
+    fmt::print(
+        "  handovers             {} instances kept {:.3f} instance-hours (${:.2f}) past the "
+        "policy's release until the new gang joined; {} timed out\n",
+        handovers.kept, handovers.hours, handovers.usd, handovers.timed_out);
+  }
   if (spec.command.enabled()) {
     fmt::print(
         "  program               {} failures (max_restarts_on_errors {}), {} recoveries, {} "
@@ -234,6 +276,10 @@ int PrintRunSummary(control::JobStore& store, const control::RunSpec& spec, cons
                       {"program_failures", o.program_failures},
                       {"program_recoveries", o.program_recoveries},
                       {"killed_at_reclaim", o.killed_at_reclaim},
+                      {"handover_kept_instances", handovers.kept},
+                      {"handover_kept_hours", handovers.hours},
+                      {"handover_kept_usd", handovers.usd},
+                      {"handover_timeouts", handovers.timed_out},
                       {"reconcile_us_mean", o.reconcile_us_mean},
                       {"reconcile_us_max", o.reconcile_us_max}};
   (void)WriteFileAtomically((fs::path(job_dir) / "run-summary.json").string(), j.dump(2) + "\n");
