@@ -157,10 +157,12 @@ Status Controller::Impl::EnsureFleet(double now) {
   // The model's ready instances, per pool (one whose startup ends with the
   // tick just run, a rounding residue short, is ready from the next).
   std::map<PoolRef, int> ready;
-  for (const fleet::Instance& i : model->instances()) {
-    if (i.state == fleet::InstanceState::kRunning || i.state == fleet::InstanceState::kNoticed ||
-        (i.state == fleet::InstanceState::kStarting && i.startup_left_hours <= 1e-9)) {
-      ++ready[i.pool];
+  if (members) {
+    for (const fleet::Instance& i : model->instances()) {
+      if (i.state == fleet::InstanceState::kRunning || i.state == fleet::InstanceState::kNoticed ||
+          (i.state == fleet::InstanceState::kStarting && i.startup_left_hours <= 1e-9)) {
+        ++ready[i.pool];
+      }
     }
   }
   for (InstanceRecord* r : leaving) {
