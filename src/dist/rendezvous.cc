@@ -18,6 +18,9 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 using nlohmann::json;
 
+// The one key holding a job's rendezvous state.
+std::string StateKey(const std::string& job) { return job + "/rdzv/state"; }
+
 bool Contains(const std::vector<MemberInfo>& members, const std::string& id) {
   return std::any_of(members.begin(), members.end(),
                      [&](const MemberInfo& m) { return m.id == id; });
@@ -88,7 +91,7 @@ std::string Generation::store_prefix(const std::string& job) const {
 }
 
 Rendezvous::Rendezvous(KvStore* store, RendezvousOptions options, std::string id)
-    : store_(store), opt_(std::move(options)), id_(std::move(id)), key_(opt_.job + "/rdzv/state") {
+    : store_(store), opt_(std::move(options)), id_(std::move(id)), key_(StateKey(opt_.job)) {
   (void)store_->Heartbeat(id_);
   heartbeat_ = std::thread([this] {
     auto period = std::max(std::chrono::milliseconds(5), store_->liveness_ttl() / 4);
@@ -139,15 +142,8 @@ Result<Rendezvous::State> Rendezvous::Read(std::string* raw) {
   return State::Parse(v, key_);
 }
 
-bool Membership::Ready(const std::string& id) const {
-  auto has = [&](const std::vector<std::string>& ids) {
-    return std::find(ids.begin(), ids.end(), id) != ids.end();
-  };
-  return has(formed) || has(waiting);
-}
-
 Result<Membership> ReadMembership(KvStore* store, const std::string& job) {
-  const std::string key = job + "/rdzv/state";
+  const std::string key = StateKey(job);
   SPOT_ASSIGN_OR_RETURN(std::optional<std::string> v, store->Get(key));
   SPOT_ASSIGN_OR_RETURN(Rendezvous::State s, Rendezvous::State::Parse(v, key));
   Membership m{.generation = s.open ? s.gen - 1 : s.gen};

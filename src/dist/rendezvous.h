@@ -80,9 +80,6 @@ struct Membership {
   int64_t generation = 0;           // the last formed (0: none yet)
   std::vector<std::string> formed;  // its members' ids, in rank order
   std::vector<std::string> waiting;
-  // Whether worker `id` has booted and is with the group: a member of the
-  // formed generation, or waiting for room in it.
-  bool Ready(const std::string& id) const;
 };
 // Reads job's state (RendezvousOptions::job); DataLoss when malformed.
 Result<Membership> ReadMembership(KvStore* store, const std::string& job);

@@ -212,15 +212,14 @@ TEST(RendezvousTest, MembershipNamesTheFormedGenerationAndTheNewcomersWaitingFor
   Result<Membership> none = ReadMembership(kv.get(), "t");
   ASSERT_TRUE(none.ok()) << none.status().message();
   EXPECT_EQ(none->generation, 0);
-  EXPECT_FALSE(none->Ready("w0"));
+  EXPECT_TRUE(none->formed.empty() && none->waiting.empty());
   auto rs = Make(kv.get(), 4, Options(1, 3));
   JoinAll(rs, {0, 1});
   Result<Membership> m = ReadMembership(kv.get(), "t");
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->generation, 1);
   EXPECT_EQ(m->formed, (std::vector<std::string>{"w0", "w1"}));
-  EXPECT_TRUE(m->Ready("w1"));
-  EXPECT_FALSE(m->Ready("w2"));
+  EXPECT_TRUE(m->waiting.empty());
   // w2 opens generation 2 and waits for the running group to re-join: not
   // with the group yet (it has no state), generation 1 still the formed one.
   auto joiner = std::async(std::launch::async, [&] { return rs[2]->Join({}); });
@@ -228,18 +227,19 @@ TEST(RendezvousTest, MembershipNamesTheFormedGenerationAndTheNewcomersWaitingFor
   m = ReadMembership(kv.get(), "t");
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->generation, 1);
-  EXPECT_FALSE(m->Ready("w2"));
+  EXPECT_EQ(m->formed, (std::vector<std::string>{"w0", "w1"}));
+  EXPECT_TRUE(m->waiting.empty());
   JoinAll(rs, {0, 1});
   ASSERT_TRUE(joiner.get().ok());
   m = ReadMembership(kv.get(), "t");
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->generation, 2);
-  EXPECT_TRUE(m->Ready("w2"));
+  EXPECT_EQ(m->formed, (std::vector<std::string>{"w0", "w1", "w2"}));
   // The group is full: w3 waits for room, booted and ready to take over.
   auto waiting = std::async(std::launch::async, [&] { return rs[3]->Join({}); });
   ASSERT_TRUE(WaitForCondition([&] {
     Result<Membership> w = ReadMembership(kv.get(), "t");
-    return w.ok() && w->Ready("w3");
+    return w.ok() && !w->waiting.empty();
   }));
   m = ReadMembership(kv.get(), "t");
   EXPECT_EQ(m->waiting, std::vector<std::string>{"w3"});
