@@ -251,6 +251,12 @@ def fmt4(v):
     return "-" if v is None else f"{v:.4f}"
 
 
+def dollars(market, policy):
+    """A market's mean cost of `policy` over up's on the same starts."""
+    ps = market["policies"]
+    return ps[policy]["cost"]["mean"] / ps["up"]["cost"]["mean"]
+
+
 def ratio(s):
     r = s["ratio_to_up"]
     return f"{r['mean']:.4f} [{r['ci95'][0]:.4f}, {r['ci95'][1]:.4f}]"
@@ -309,8 +315,9 @@ def main():
                          f"{100 * sv['ci95'][1]:.1f}], up to {100 * sv['max']:.1f}%; "
                          f"restart {100 * rs['mean']:.2f}%")
         print(f"| {folder} | " + " | ".join(cells) + " |")
-    print("\n### Per zone, in short: the worst zone's mean cost / up's, and the zones whose p95 "
-          "cost is above on-demand's\n")
+    print("\n### Per zone, in short: the worst zone's mean of cost / up's on the same start, "
+          "and its ratio of mean costs (dollars, $); the zones whose p95 cost is above "
+          "on-demand's\n")
     ours = [p for p in policies if p not in ("od", "greedy")]
     print("| folder | protocol | zones | " + " | ".join(f"{p} worst zone" for p in ours)
           + " | p95 > od: " + " / ".join(["up"] + ours) + " |")
@@ -320,7 +327,9 @@ def main():
         worst = []
         for p in ours:
             m = max(ms, key=lambda m: m["policies"][p]["ratio_to_up"]["mean"])
-            worst.append(f"{m['policies'][p]['ratio_to_up']['mean']:.4f} ({m['name']})")
+            d = max(ms, key=lambda m: dollars(m, p))
+            worst.append(f"{m['policies'][p]['ratio_to_up']['mean']:.4f} ({m['name']}); "
+                         f"$ {dollars(d, p):.4f} ({d['name']})")
         above = [sum(m["policies"][p]["cost"]["p95"] > m["policies"][p]["od_mean_cost"] * (1 + 1e-9)
                      for m in ms) for p in ["up"] + ours]
         print(f"| {folder} | {protocol} | {len(ms)} | " + " | ".join(worst) + " | "
@@ -346,6 +355,12 @@ def main():
             for p, s in m["policies"].items():
                 if s["fitted"]:
                     params = ", ".join(f"{k}={v}" for k, v in s["params"].items())
+                    f = s["fit"]
+                    if f.get("kept_defaults"):
+                        se = f["saving_se"]
+                        params += (f" (defaults kept: the cheapest point saved "
+                                   f"${f['saving_vs_defaults']:.2f} a start, standard error "
+                                   + (f"${se:.2f})" if se is not None else "unknown)"))
                     print(f"| {folder} | {protocol} | {m['name']} | {p} | {params} |")
     dt = decision_time(args)
     if dt:

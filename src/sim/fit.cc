@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <map>
+#include <utility>
 
 #include "sim/evaluate.h"
 
@@ -24,6 +27,47 @@ bool Better(const Candidate& a, const Candidate& b) {
   if (a.misses_up_met != b.misses_up_met) return a.misses_up_met < b.misses_up_met;
   const double ma = a.sum_cost / a.runs, mb = b.sum_cost / b.runs;
   return ma < mb - 1e-12 * std::max(std::abs(ma), std::abs(mb));
+}
+
+// The mean per-start saving of `b` against `a` (paired) and its
+// cluster-robust standard error; clusters are one training set's starts in
+// one deadline-long block of ticks. The error is infinite with one cluster.
+struct Saving {
+  double mean = 0;
+  double se = 0;
+};
+Saving PairedSaving(std::span<const FitSet> train, std::span<const std::vector<StartRun>> a,
+                    std::span<const std::vector<StartRun>> b, double deadline_hours) {
+  std::map<std::pair<size_t, int64_t>, std::pair<double, int64_t>> clusters;  // sum, count
+  double total = 0;
+  int64_t n = 0;
+  for (size_t i = 0; i < train.size(); ++i) {
+    const double block_seconds = deadline_hours * 3600;
+    const double gap_seconds = train[i].zones.front()->gap_seconds;
+    for (size_t k = 0; k < a[i].size(); ++k) {
+      const double d = a[i][k].cost - b[i][k].cost;
+      const auto block = static_cast<int64_t>(
+          std::floor(static_cast<double>(a[i][k].start) * gap_seconds / block_seconds));
+      auto& c = clusters[{i, block}];
+      c.first += d;
+      ++c.second;
+      total += d;
+      ++n;
+    }
+  }
+  Saving s{.mean = total / static_cast<double>(n)};
+  const double m = static_cast<double>(clusters.size());
+  if (m < 2) {
+    s.se = std::numeric_limits<double>::infinity();
+    return s;
+  }
+  double sq = 0;
+  for (const auto& [key, c] : clusters) {
+    const double r = c.first - static_cast<double>(c.second) * s.mean;
+    sq += r * r;
+  }
+  s.se = std::sqrt(sq * m / (m - 1)) / static_cast<double>(n);
+  return s;
 }
 
 }  // namespace
@@ -127,9 +171,11 @@ Result<FitResult> FitPolicy(RunMemo& memo, const std::string& policy, std::span<
     if (progress) progress(done += static_cast<int64_t>(t.starts.size()), total);
   }
   std::vector<Candidate> cands(grid.size());
+  std::vector<std::vector<StartRun>> defaults;
   for (size_t g = 0; g < grid.size(); ++g) {
     for (size_t i = 0; i < train.size(); ++i) {
       SPOT_ASSIGN_OR_RETURN(auto runs, memo.Runs(policy, grid[g], train[i].zones, train[i].starts));
+      if (g == 0) defaults.push_back(runs);
       for (size_t k = 0; k < runs.size(); ++k) {
         cands[g].sum_cost += runs[k].cost;
         cands[g].misses_up_met += up[i][k].met_deadline && !runs[k].met_deadline;
@@ -142,6 +188,20 @@ Result<FitResult> FitPolicy(RunMemo& memo, const std::string& policy, std::span<
   size_t best = 0;
   for (size_t g = 1; g < grid.size(); ++g) {
     if (Better(cands[g], cands[best])) best = g;
+  }
+  if (best != 0 && cands[0].misses_up_met == 0) {
+    std::vector<std::vector<StartRun>> cheapest;
+    for (const FitSet& t : train) {
+      SPOT_ASSIGN_OR_RETURN(auto runs, memo.Runs(policy, grid[best], t.zones, t.starts));
+      cheapest.push_back(std::move(runs));
+    }
+    const Saving s = PairedSaving(train, defaults, cheapest, memo.job().deadline_hours);
+    out.saving_vs_defaults = s.mean;
+    out.saving_se = s.se;
+    if (!(s.mean > s.se)) {
+      out.kept_defaults = true;
+      best = 0;
+    }
   }
   out.params = grid[best];
   out.train_mean_cost = cands[best].sum_cost / static_cast<double>(cands[best].runs);

@@ -94,6 +94,13 @@ struct FitResult {
   // False when every grid point missed such a deadline: the one with the
   // fewest such misses was chosen (then the cheapest).
   bool constraint_met = true;
+  // The cheapest grid point's mean saving per training start against the
+  // defaults (paired, same starts; $) and the saving's standard error, 0 and
+  // 0 when the defaults are the cheapest. kept_defaults: the defaults were
+  // chosen because that saving was within one standard error.
+  double saving_vs_defaults = 0;
+  double saving_se = 0;
+  bool kept_defaults = false;
 };
 
 // Called after each training set of each candidate: (runs done, runs in all).
@@ -103,8 +110,14 @@ using FitProgressFn = std::function<void(int64_t done, int64_t total)>;
 // them run on every training start), those that never miss a deadline `up`
 // meets on the same start, the least mean cost over all training starts;
 // costs equal to a part in 1e12 go to the earlier grid point (defaults
-// first). A policy without tunables gets its defaults without a run.
-// InvalidArgument when `train` holds no start.
+// first). The one-standard-error rule then keeps the defaults (when they meet
+// that constraint) unless the cheapest point's mean saving against them
+// exceeds its standard error: starts of one training set less than a
+// deadline apart meet the same market events, so the error is computed over
+// clusters (a set's starts within one deadline-long block of ticks), and
+// with fewer than two clusters it is unknown and the defaults stay. A policy
+// without tunables gets its defaults without a run. InvalidArgument when
+// `train` holds no start.
 Result<FitResult> FitPolicy(RunMemo& memo, const std::string& policy, std::span<const FitSet> train,
                             const FitProgressFn& progress = nullptr);
 

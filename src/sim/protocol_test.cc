@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "policy/test_traces.h"
 #include "sim/evaluate.h"
@@ -111,6 +112,52 @@ TEST(Fit, RefusesParametersThatMissDeadlinesUpMeets) {
   auto tie = FitPolicy(memo2, "knob", train);
   ASSERT_TRUE(tie.ok());
   EXPECT_EQ(tie->params, (ParamSet{{"mode", "1"}}));
+}
+
+// The one-standard-error rule: spot's price alternates between deadline-long
+// blocks, 0.5 and `dear` $/h (on-demand 3). Spot (mode 1) saves $6.25 a job in
+// a cheap block and loses 2.5 dear - 7.5 in a dear one. With dear = 5.4 it is
+// cheaper on average by $0.125 a job, far inside its standard error ($2.04): the
+// defaults (on-demand) stay. With dear = 2 it saves $4.375 a job, give or
+// take $0.63: spot is chosen.
+TEST(Fit, KeepsTheDefaultsUnlessTheSavingExceedsItsStandardError) {
+  for (double dear : {5.4, 2.0}) {
+    SCOPED_TRACE(dear);
+    policy::PolicyRegistry r = Registry({"0", "1"});
+    std::vector<double> price(40);
+    for (size_t i = 0; i < price.size(); ++i) price[i] = (i / 4) % 2 == 0 ? 0.5 : dear;
+    market::Trace t = MakeTrace(3600, std::vector<int32_t>(40, 1), price, "alternating");
+    std::vector<int64_t> starts;
+    for (int64_t s = 0; s + 4 <= 40; s += 4) starts.push_back(s);  // one per block
+    const FitSet train[] = {{{&t}, starts}};
+    RunMemo memo(r, kJob);
+    auto fit = FitPolicy(memo, "knob", train);
+    ASSERT_TRUE(fit.ok()) << fit.status().ToString();
+    const double saving = (6.25 + (7.5 - 2.5 * dear)) / 2;
+    EXPECT_NEAR(fit->saving_vs_defaults, saving, 1e-9);
+    // Ten clusters, five of each kind: sqrt(10/9 * 10 * d^2) / 10, d = 6.25 - saving.
+    const double se = std::sqrt(10.0 / 9 * 10 * (6.25 - saving) * (6.25 - saving)) / 10;
+    EXPECT_NEAR(fit->saving_se, se, 1e-9);
+    if (dear > 3) {
+      EXPECT_TRUE(fit->kept_defaults);
+      EXPECT_EQ(fit->params, (ParamSet{{"mode", "0"}}));
+      EXPECT_DOUBLE_EQ(fit->train_mean_cost, 7.5);
+    } else {
+      EXPECT_FALSE(fit->kept_defaults);
+      EXPECT_EQ(fit->params, (ParamSet{{"mode", "1"}}));
+    }
+  }
+  // One cluster (every start within one deadline): the error is unknown and
+  // the defaults stay, however large the saving.
+  policy::PolicyRegistry r = Registry({"0", "1"});
+  market::Trace cheap = Flat("cheap", 12, 0.5);
+  const FitSet one_block[] = {{{&cheap}, {0, 1, 2}}};
+  RunMemo memo(r, kJob);
+  auto fit = FitPolicy(memo, "knob", one_block);
+  ASSERT_TRUE(fit.ok());
+  EXPECT_TRUE(fit->kept_defaults);
+  EXPECT_NEAR(fit->saving_vs_defaults, 7.5 - 1.25, 1e-9);
+  EXPECT_TRUE(std::isinf(fit->saving_se));
 }
 
 // Leave-one-out: zones a and b have cheap spot, c spot dearer than on-demand.

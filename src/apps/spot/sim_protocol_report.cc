@@ -42,7 +42,10 @@ ordered_json PolicyJson(const sim::PolicyScore& p) {
     j["fit"] = {{"train_mean_cost", p.fit.train_mean_cost},
                 {"candidates", p.fit.candidates},
                 {"rejected", p.fit.rejected},
-                {"constraint_met", p.fit.constraint_met}};
+                {"constraint_met", p.fit.constraint_met},
+                {"saving_vs_defaults", p.fit.saving_vs_defaults},
+                {"saving_se", p.fit.saving_se},
+                {"kept_defaults", p.fit.kept_defaults}};
   }
   return j;
 }
