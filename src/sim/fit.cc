@@ -38,19 +38,23 @@ struct Saving {
 };
 Saving PairedSaving(std::span<const FitSet> train, std::span<const std::vector<StartRun>> a,
                     std::span<const std::vector<StartRun>> b, double deadline_hours) {
-  std::map<std::pair<size_t, int64_t>, std::pair<double, int64_t>> clusters;  // sum, count
+  struct Cluster {
+    double sum = 0;
+    int64_t starts = 0;
+  };
+  std::map<std::pair<size_t, int64_t>, Cluster> clusters;  // (set, block)
+  const double block_seconds = deadline_hours * 3600;
   double total = 0;
   int64_t n = 0;
   for (size_t i = 0; i < train.size(); ++i) {
-    const double block_seconds = deadline_hours * 3600;
     const double gap_seconds = train[i].zones.front()->gap_seconds;
     for (size_t k = 0; k < a[i].size(); ++k) {
       const double d = a[i][k].cost - b[i][k].cost;
       const auto block = static_cast<int64_t>(
           std::floor(static_cast<double>(a[i][k].start) * gap_seconds / block_seconds));
-      auto& c = clusters[{i, block}];
-      c.first += d;
-      ++c.second;
+      Cluster& c = clusters[{i, block}];
+      c.sum += d;
+      ++c.starts;
       total += d;
       ++n;
     }
@@ -63,7 +67,7 @@ Saving PairedSaving(std::span<const FitSet> train, std::span<const std::vector<S
   }
   double sq = 0;
   for (const auto& [key, c] : clusters) {
-    const double r = c.first - static_cast<double>(c.second) * s.mean;
+    const double r = c.sum - static_cast<double>(c.starts) * s.mean;
     sq += r * r;
   }
   s.se = std::sqrt(sq * m / (m - 1)) / static_cast<double>(n);
