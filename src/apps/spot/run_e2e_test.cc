@@ -430,6 +430,10 @@ TEST_F(RunTest, AHandoverKeepsOnDemandUntilTheSpotWorkersJoin) {
   EXPECT_GT(s["handover_kept_usd"].get<double>(), 0);
   EXPECT_LT(s["handover_kept_usd"].get<double>(), s["ondemand_usd"].get<double>());
   EXPECT_NE(r.out.find("handovers             2 instances kept"), std::string::npos) << r.out;
+  // The spend splits the whole bill between the two kinds.
+  EXPECT_GT(s["spot_usd"].get<double>(), 0);
+  EXPECT_NEAR(s["spot_usd"].get<double>() + s["ondemand_usd"].get<double>(),
+              s["cost_usd"].get<double>(), 1e-6 * s["cost_usd"].get<double>());
 }
 
 // Bad job files: exit 2 and a message naming the file and the field, before

@@ -66,20 +66,39 @@ Prediction PredictJob(control::JobStore& store, const control::RunSpec& spec,
   return p;
 }
 
+// What the store holds of a finished job, read once for the summary.
+struct JobRecords {
+  std::vector<control::LedgerEntry> ledger;
+  std::vector<control::InstanceRecord> instances;
+  std::vector<control::EventRecord> events;
+};
+
+// Empty lists where the store cannot be read: the summary then shows no spend.
+JobRecords ReadRecords(control::JobStore& store, const std::string& job) {
+  JobRecords r;
+  auto ledger = store.Ledger(job);
+  auto instances = store.Instances(job, false);
+  auto events = store.Events(job);
+  if (ledger.ok() && instances.ok()) {
+    r.ledger = std::move(*ledger);
+    r.instances = std::move(*instances);
+  }
+  if (events.ok()) r.events = std::move(*events);
+  return r;
+}
+
 struct Spend {
   double spot_usd = 0;
   double od_usd = 0;
 };
 
-Spend Billed(control::JobStore& store, const std::string& job) {
+Spend Billed(const JobRecords& records) {
+  std::map<std::string, bool> spot;  // instance id -> spot
+  for (const control::InstanceRecord& r : records.instances) spot[r.id] = r.spot;
   Spend s;
-  auto ledger = store.Ledger(job);
-  auto instances = store.Instances(job, false);
-  if (!ledger.ok() || !instances.ok()) return s;
-  for (const control::LedgerEntry& e : *ledger) {
-    for (const control::InstanceRecord& r : *instances) {
-      if (r.id == e.instance_id) (r.spot ? s.spot_usd : s.od_usd) += e.usd;
-    }
+  for (const control::LedgerEntry& e : records.ledger) {
+    auto it = spot.find(e.instance_id);
+    if (it != spot.end()) (it->second ? s.spot_usd : s.od_usd) += e.usd;
   }
   return s;
 }
@@ -94,23 +113,19 @@ struct Handovers {
   double usd = 0;
 };
 
-Handovers KeptForHandovers(control::JobStore& store, const std::string& job) {
+Handovers KeptForHandovers(const JobRecords& records) {
   Handovers h;
-  auto events = store.Events(job);
-  auto ledger = store.Ledger(job);
-  auto instances = store.Instances(job, false);
-  if (!events.ok() || !ledger.ok() || !instances.ok()) return h;
   std::map<std::string, double> waited_from;
-  for (const control::EventRecord& e : *events) {
+  for (const control::EventRecord& e : records.events) {
     if (e.kind == "handover-wait" && waited_from.emplace(e.instance_id, e.sim_s).second) ++h.kept;
     h.timed_out += e.kind == "handover-timeout";
   }
-  for (const control::InstanceRecord& r : *instances) {
+  for (const control::InstanceRecord& r : records.instances) {
     auto w = waited_from.find(r.id);
     if (w != waited_from.end() && r.ended_s)
       h.hours += std::max(0.0, *r.ended_s - w->second) / 3600;
   }
-  for (const control::LedgerEntry& e : *ledger) {
+  for (const control::LedgerEntry& e : records.ledger) {
     auto w = waited_from.find(e.instance_id);
     if (w == waited_from.end() || e.to_s <= w->second || e.to_s <= e.from_s) continue;
     h.usd += e.usd * (e.to_s - std::max(e.from_s, w->second)) / (e.to_s - e.from_s);
@@ -202,7 +217,8 @@ double MeasuredComputeHours(const std::vector<control::DecisionRecord>& decision
 int PrintRunSummary(control::JobStore& store, const control::RunSpec& spec, const RunMarket& market,
                     const std::string& job_dir, const control::JobOutcome& o,
                     int64_t step_log_lines) {
-  const Spend spend = Billed(store, spec.name);
+  const JobRecords records = ReadRecords(store, spec.name);
+  const Spend spend = Billed(records);
   const Trained trained = ReadTrained(job_dir);
   const Prediction p = PredictJob(store, spec, market.zones, o);
   const int64_t redone =
@@ -227,7 +243,7 @@ int PrintRunSummary(control::JobStore& store, const control::RunSpec& spec, cons
   if (redone >= 0) {
     fmt::print("  work lost             {} steps redone of {}\n", redone, trained.steps);
   }
-  const Handovers handovers = KeptForHandovers(store, spec.name);
+  const Handovers handovers = KeptForHandovers(records);
   if (handovers.kept > 0) {
     fmt::print(
         "  handovers             {} instances kept {:.3f} instance-hours (${:.2f}) past the "
