@@ -324,7 +324,8 @@ class HandoverTest : public ControllerTest {
 // full until the old gang leaves), or once it is in the formed generation
 // and the training has reported a step in that generation: before, the
 // generation's process group is being built, and killing its old members
-// then stalled the formation until Gloo's connect timeout (15 s here).
+// then stalled the formation until Gloo's connect timeout (five times the
+// group's timeout: 15 s at the e2e jobs' 3 s, docs/elastic.md).
 TEST(GroupMembersTest, AFormedNewcomerCountsOnceTheTrainingReportsItsGeneration) {
   GroupMembers m{.generation = 3, .formed = {"od-1", "spot-1"}, .waiting = {"spot-2"}};
   EXPECT_FALSE(m.With("spot-1", 2));

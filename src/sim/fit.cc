@@ -175,11 +175,9 @@ Result<FitResult> FitPolicy(RunMemo& memo, const std::string& policy, std::span<
     if (progress) progress(done += static_cast<int64_t>(t.starts.size()), total);
   }
   std::vector<Candidate> cands(grid.size());
-  std::vector<std::vector<StartRun>> defaults;
   for (size_t g = 0; g < grid.size(); ++g) {
     for (size_t i = 0; i < train.size(); ++i) {
       SPOT_ASSIGN_OR_RETURN(auto runs, memo.Runs(policy, grid[g], train[i].zones, train[i].starts));
-      if (g == 0) defaults.push_back(runs);
       for (size_t k = 0; k < runs.size(); ++k) {
         cands[g].sum_cost += runs[k].cost;
         cands[g].misses_up_met += up[i][k].met_deadline && !runs[k].met_deadline;
@@ -194,10 +192,13 @@ Result<FitResult> FitPolicy(RunMemo& memo, const std::string& policy, std::span<
     if (Better(cands[g], cands[best])) best = g;
   }
   if (best != 0 && cands[0].misses_up_met == 0) {
-    std::vector<std::vector<StartRun>> cheapest;
+    // Both were run above: the memo hands their runs back.
+    std::vector<std::vector<StartRun>> defaults, cheapest;
     for (const FitSet& t : train) {
-      SPOT_ASSIGN_OR_RETURN(auto runs, memo.Runs(policy, grid[best], t.zones, t.starts));
-      cheapest.push_back(std::move(runs));
+      SPOT_ASSIGN_OR_RETURN(auto d, memo.Runs(policy, grid[0], t.zones, t.starts));
+      SPOT_ASSIGN_OR_RETURN(auto c, memo.Runs(policy, grid[best], t.zones, t.starts));
+      defaults.push_back(std::move(d));
+      cheapest.push_back(std::move(c));
     }
     const Saving s = PairedSaving(train, defaults, cheapest, memo.job().deadline_hours);
     out.saving_vs_defaults = s.mean;
