@@ -1,11 +1,14 @@
-// LoadAvailabilityJson: the availability/preemption JSON of the shared records.
+// LoadAvailabilityJson: the availability/preemption JSON of the shared records,
+// and the traces of SkyNomad's artifact (the same schema, inverted).
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 
 #include "core/file_io.h"
 #include "core/strict_json.h"
+#include "market/field_parse.h"
 #include "market/loaders.h"
 
 namespace spot::market {
@@ -13,28 +16,12 @@ namespace {
 
 using nlohmann::json;
 
-// AWS zones look like "us-east-1a" (region "us-east-1"); GCP zones like
-// "us-central1-a" (region "us-central1").
-void FillPoolFromZone(const std::string& zone, Pool* pool) {
-  static const std::regex kAws(R"(^([a-z]{2}(-gov)?-[a-z]+-\d+)[a-z]$)");
-  static const std::regex kGcp(R"(^([a-z]+-[a-z]+\d+)-[a-z]$)");
-  std::smatch m;
-  pool->zone = zone;
-  if (std::regex_match(zone, m, kAws)) {
-    pool->cloud = "aws";
-    pool->region = m[1];
-  } else if (std::regex_match(zone, m, kGcp)) {
-    pool->cloud = "gcp";
-    pool->region = m[1];
-  }
-}
-
 // "<zone>_<kind>[_<n>]" -> zone and instance type ("v100_1", "c3-88").
 Pool PoolFromStem(const std::string& stem) {
   Pool pool;
   size_t us = stem.find('_');
   if (us == std::string::npos || us == 0) return pool;
-  FillPoolFromZone(stem.substr(0, us), &pool);
+  pool = PoolOfZone(stem.substr(0, us));
   pool.instance_type = stem.substr(us + 1);
   return pool;
 }
@@ -59,7 +46,9 @@ Result<double> GapSeconds(const json& doc, const std::string& file) {
   return g;
 }
 
-Result<std::vector<int32_t>> Counts(const json& doc, const std::string& file) {
+// `data`: counts of obtainable instances, or, with `preempted` (SkyNomad's
+// convention), 0/1 flags where 1 is a tick without spot, read as 1 - flag.
+Result<std::vector<int32_t>> Counts(const json& doc, const std::string& file, bool preempted) {
   auto data = doc.find("data");
   if (data == doc.end() || !data->is_array()) return Bad(file, "data", "missing or not an array");
   std::vector<int32_t> out;
@@ -67,12 +56,18 @@ Result<std::vector<int32_t>> Counts(const json& doc, const std::string& file) {
   for (size_t i = 0; i < data->size(); ++i) {
     const json& v = (*data)[i];
     double d = v.is_number() ? v.get<double>() : -1;
+    if (preempted && !(v.is_number() && (d == 0 || d == 1))) {
+      return Bad(file, "data[" + std::to_string(i) + "]",
+                 "not 0 or 1 (got " + v.dump() +
+                     "): metadata.price_info marks a SkyNomad trace, whose data are preempted "
+                     "flags (1 = no spot at that tick)");
+    }
     if (!v.is_number() || !(d >= 0) || d != std::floor(d) || d > kMaxAvailableCount) {
       return Bad(file, "data[" + std::to_string(i) + "]",
                  "not an integer count in [0, " + FormatCount(kMaxAvailableCount) + "] (got " +
                      v.dump() + ")");
     }
-    out.push_back(static_cast<int32_t>(d));
+    out.push_back(preempted ? 1 - static_cast<int32_t>(d) : static_cast<int32_t>(d));
   }
   return out;
 }
@@ -98,7 +93,73 @@ Result<std::vector<double>> Prices(const json& doc, const std::string& file, siz
   return out;
 }
 
+// A finite price > 0 at metadata.price_info.<key>; nullopt when absent.
+Result<std::optional<double>> InfoPrice(const json& info, const std::string& file,
+                                        const std::string& key) {
+  auto v = info.find(key);
+  if (v == info.end() || v->is_null()) return std::optional<double>{};
+  if (!v->is_number() || !(v->get<double>() > 0) || !std::isfinite(v->get<double>())) {
+    return Bad(file, "metadata.price_info." + key,
+               "not a finite price > 0 (got " + v->dump() + ")");
+  }
+  return std::optional<double>{v->get<double>()};
+}
+
+// SkyNomad's metadata: price_info {price, on_demand_price}, zone, start_time.
+Status ReadSkyNomadMetadata(const json& md, const std::string& file, Trace* trace) {
+  const json& info = md.at("price_info");
+  SPOT_ASSIGN_OR_RETURN(std::optional<double> od, InfoPrice(info, file, "on_demand_price"));
+  SPOT_ASSIGN_OR_RETURN(std::optional<double> spot, InfoPrice(info, file, "price"));
+  if (od) trace->ondemand_price = *od;
+  if (spot && trace->price.empty()) trace->price.assign(trace->available.size(), *spot);
+  if (auto zone = md.find("zone"); zone != md.end()) {
+    if (!zone->is_string() || zone->get<std::string>().empty()) {
+      return Bad(file, "metadata.zone", "not a zone name (got " + zone->dump() + ")");
+    }
+    Pool pool = PoolOfZone(zone->get<std::string>());
+    pool.instance_type = trace->pool.instance_type;
+    trace->pool = pool;
+  }
+  if (auto start = md.find("start_time"); start != md.end()) {
+    std::optional<double> t =
+        start->is_string() ? ParseUtcTime(start->get<std::string>()) : std::nullopt;
+    if (!t) return Bad(file, "metadata.start_time", "not a UTC time (got " + start->dump() + ")");
+    trace->start_unix_s = *t;
+  }
+  trace->read_as = "SkyNomad's trace format (metadata.price_info): data 1 = preempted";
+  return Status::Ok();
+}
+
+// The name a trace file gives its zone: its stem, or, for SkyNomad's
+// "<zone>_<kind>/full.json" and its windows "<zone>_<kind>/<n>.json", the
+// folder's name (with "#<n>" for a window).
+std::string TraceName(const std::filesystem::path& p) {
+  const std::string stem = p.stem().string();
+  const std::string folder = p.parent_path().filename().string();
+  const bool window = !stem.empty() && stem.find_first_not_of("0123456789") == std::string::npos;
+  if (folder.empty() || (stem != "full" && !window)) return stem;
+  return window ? folder + "#" + stem : folder;
+}
+
 }  // namespace
+
+// AWS zones look like "us-east-1a" (region "us-east-1"); GCP zones like
+// "us-central1-a" (region "us-central1").
+Pool PoolOfZone(const std::string& zone) {
+  static const std::regex kAws(R"(^([a-z]{2}(-gov)?-[a-z]+-\d+)[a-z]$)");
+  static const std::regex kGcp(R"(^([a-z]+-[a-z]+\d+)-[a-z]$)");
+  std::smatch m;
+  Pool pool;
+  pool.zone = zone;
+  if (std::regex_match(zone, m, kAws)) {
+    pool.cloud = "aws";
+    pool.region = m[1];
+  } else if (std::regex_match(zone, m, kGcp)) {
+    pool.cloud = "gcp";
+    pool.region = m[1];
+  }
+  return pool;
+}
 
 Result<Trace> LoadAvailabilityJson(const std::string& path) {
   SPOT_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
@@ -108,11 +169,17 @@ Result<Trace> LoadAvailabilityJson(const std::string& path) {
   if (!doc.is_object()) return InvalidArgumentError(file + ": top level is not a JSON object");
   Trace trace;
   SPOT_ASSIGN_OR_RETURN(trace.gap_seconds, GapSeconds(doc, file));
-  SPOT_ASSIGN_OR_RETURN(trace.available, Counts(doc, file));
+  const json& md = doc.at("metadata");
+  auto info = md.find("price_info");
+  const bool skynomad = info != md.end();
+  if (skynomad && !info->is_object()) return Bad(file, "metadata.price_info", "not an object");
+  SPOT_ASSIGN_OR_RETURN(trace.available, Counts(doc, file, skynomad));
   SPOT_ASSIGN_OR_RETURN(trace.price, Prices(doc, file, trace.available.size()));
-  trace.name = p.stem().string();
+  trace.name = TraceName(p);
   trace.source = path;
-  trace.pool = PoolFromStem(trace.name);
+  const std::string label = trace.name.substr(0, trace.name.find('#'));
+  trace.pool = PoolFromStem(label);
+  if (skynomad) SPOT_RETURN_IF_ERROR(ReadSkyNomadMetadata(md, file, &trace));
   return trace;
 }
 

@@ -16,7 +16,44 @@ namespace spot::market {
 //   {"metadata": {"gap_seconds": G}, "data": [n0, n1, ...] [, "prices": [...]]}
 // The pool is inferred from the file name where it follows "<zone>_<kind>_<n>.json"
 // (e.g. "us-east-1a_v100_1.json": aws, us-east-1, us-east-1a, "v100_1").
+//
+// SkyNomad's traces (its artifact's converted markets, which its simulator
+// and Can't Be Late's read) share the schema but invert `data`: 1 is a
+// PREEMPTED tick (no spot), 0 an available one. They are told apart by
+// `metadata.price_info`, which that format requires ({"price": spot $/h,
+// "on_demand_price": $/h}); such a file's data must be 0 or 1 and are read
+// as 1 - flag, its on-demand price goes to Trace::ondemand_price, its
+// `price` fills Trace::price where there is no `prices` array,
+// `metadata.zone` names the zone and `metadata.start_time` the start, and
+// Trace::read_as says so. Its files are "<zone>_<kind>/full.json" and
+// windows "<zone>_<kind>/<n>.json": such a trace is named for its folder
+// ("us-east-2a_v100_1", "us-east-2a_v100_1#3").
 Result<Trace> LoadAvailabilityJson(const std::string& path);
+
+// Probe records, one row a probe: a time column ("date", "timestamp" or
+// "time": "YYYY-MM-DD HH:MM:SS" UTC, strictly increasing) and a count column
+// ("availability", "available" or "count": instances obtainable, 1/0 for one),
+// as the 2023 V100 probe campaign's processed CSVs ("date,availability").
+// The tick is the median time between probes, to the nearest second. Probes
+// no further apart than 1.5 ticks are one tick each (that campaign's 195 s
+// probes come 194-280 s apart, and the shared records' JSON takes each as a
+// tick); where the probing paused longer, ticks are laid on time from the
+// first probe, each holding the last probe at or before its start, so the
+// market keeps its length. start_unix_s is the first probe's time, the pool
+// comes from the file name as for the JSON, and Trace::read_as says which.
+Result<Trace> LoadAvailabilityCsv(const std::string& path);
+
+// LoadAvailabilityCsv for a ".csv" file, LoadAvailabilityJson otherwise.
+Result<Trace> LoadAvailabilityFile(const std::string& path);
+
+// The pool of a zone name: AWS ("us-east-1a": aws, region us-east-1) and GCP
+// ("us-central1-a": gcp, region us-central1) zones give cloud and region;
+// any other name only the zone.
+Pool PoolOfZone(const std::string& zone);
+
+// The most ticks a resampled trace may have (LoadAvailabilityCsv): a year of
+// one-second ticks.
+inline constexpr int64_t kMaxTraceTicks = 366LL * 86400;
 
 // A price change-point CSV (prices/*.csv of the shared records): one step
 // series per availability zone, times in seconds from the first row's time.

@@ -1,13 +1,13 @@
-#include "core/temp_dir.h"
 #include "market/loaders.h"
 
-#include <optional>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
+#include "core/temp_dir.h"
 #include "market/csv.h"
 #include "market/field_parse.h"
 
@@ -102,6 +102,79 @@ TEST_F(LoadersTest, AvailabilityJsonWithPoolFromName) {
   EXPECT_EQ(g->price, std::vector<double>{1.5});
 }
 
+// SkyNomad's traces share the schema but flag PREEMPTED ticks (1 = no spot);
+// read as counts, every market came out inverted (a zone up 12% of the time
+// read as up 88%).
+TEST_F(LoadersTest, SkyNomadTracesAreReadAsAvailability) {
+  fs::create_directories(dir_ / "us-east-2a_v100_1");
+  const std::string meta =
+      R"("metadata": {"gap_seconds": 600, "zone": "us-east-2a",
+          "start_time": "2025-10-04T00:10:00.5+00:00",
+          "price_info": {"price": 0.93, "on_demand_price": 3.06, "region": "us-east-2"}})";
+  auto t = LoadAvailabilityJson(
+      Write("us-east-2a_v100_1/full.json", "{" + meta + R"(, "data": [0, 1, 1, 0]})"));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->available, (std::vector<int32_t>{1, 0, 0, 1}));
+  EXPECT_EQ(t->name, "us-east-2a_v100_1");
+  EXPECT_EQ(t->pool.Key(), "aws/us-east-2a/v100_1");
+  EXPECT_EQ(t->pool.region, "us-east-2");
+  EXPECT_EQ(t->ondemand_price, 3.06);
+  EXPECT_EQ(t->price, (std::vector<double>(4, 0.93)));  // no "prices": price_info's
+  EXPECT_EQ(t->start_unix_s, 1759536600.5);
+  EXPECT_NE(t->read_as.find("1 = preempted"), std::string::npos);
+  // A window of it, with its own price series; the zone from metadata.zone.
+  auto w = LoadAvailabilityJson(Write("us-east-2a_v100_1/3.json",
+                                      R"({"metadata": {"gap_seconds": 600, "zone": "us-central1-a",
+                                          "price_info": {"price": 18.98}},
+                                          "data": [1, 0], "prices": [18.98, 19.5]})"));
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->name, "us-east-2a_v100_1#3");
+  EXPECT_EQ(w->pool.Key(), "gcp/us-central1-a/v100_1");
+  EXPECT_EQ(w->available, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(w->price, (std::vector<double>{18.98, 19.5}));
+  EXPECT_EQ(w->ondemand_price, 0);
+  // The shared records' files stay counts.
+  auto c = LoadAvailabilityJson(
+      Write("us-east-1a_v100_4.json", R"({"metadata": {"gap_seconds": 300}, "data": [4, 0, 2]})"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->available, (std::vector<int32_t>{4, 0, 2}));
+  EXPECT_TRUE(c->read_as.empty());
+  EXPECT_EQ(c->ondemand_price, 0);
+}
+
+TEST_F(LoadersTest, ProbeCsvOneTickAProbeUnlessTheProbingPaused) {
+  // 195 s probes, 194-280 s apart: one tick each (the shared JSON's rule).
+  auto t = LoadAvailabilityFile(Write("us-east-1c_v100_1.csv",
+                                      "date,availability\n"
+                                      "2023-02-15 22:08:16,0\n"
+                                      "2023-02-15 22:11:31,1\n"
+                                      "2023-02-15 22:14:46,1\n"
+                                      "2023-02-15 22:19:26,0\n"
+                                      "2023-02-15 22:22:41,1\n"));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->gap_seconds, 195);
+  EXPECT_EQ(t->available, (std::vector<int32_t>{0, 1, 1, 0, 1}));
+  EXPECT_EQ(t->start_unix_s, 1676498896);
+  EXPECT_EQ(t->pool.Key(), "aws/us-east-1c/v100_1");
+  // A pause of 10 probes: ticks on time, each the last probe before it.
+  auto h = LoadAvailabilityCsv(Write("z_a.csv",
+                                     "timestamp,count\n"
+                                     "2023-02-15 00:00:00,2\n"
+                                     "2023-02-15 00:01:00,0\n"
+                                     "2023-02-15 00:02:00,1\n"
+                                     "2023-02-15 00:12:00,3\n"
+                                     "2023-02-15 00:13:00,0\n"));
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(h->gap_seconds, 60);
+  EXPECT_EQ(h->available, (std::vector<int32_t>{2, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 0}));
+  EXPECT_NE(h->read_as.find("1 holes"), std::string::npos) << h->read_as;
+  // JSON by any other extension.
+  auto j = LoadAvailabilityFile(
+      Write("us-east-1a_v100_1.json", R"({"metadata": {"gap_seconds": 195}, "data": [0, 1]})"));
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  EXPECT_EQ(j->available, (std::vector<int32_t>{0, 1}));
+}
+
 TEST_F(LoadersTest, MissingFilesAreNotFound) {
   EXPECT_EQ(LoadAvailabilityJson((dir_ / "none.json").string()).status().code(),
             StatusCode::kNotFound);
@@ -147,6 +220,35 @@ TEST_F(LoadersTest, BadInputsNameFileLineAndField) {
        "a.json: metadata.gap_seconds: must be a number of seconds"},
       {"a.json", "{\"metadata\": {\"gap_seconds\": 5}, \"data\": [1, 1000001]}",
        "a.json: data[1]: not an integer count in [0, 1000000] (got 1000001)"},
+      // SkyNomad's format: flags only, its prices and zone well formed.
+      {"a.json", R"({"metadata": {"gap_seconds": 5, "price_info": {}}, "data": [0, 2]})",
+       "a.json: data[1]: not 0 or 1 (got 2): metadata.price_info marks a SkyNomad trace"},
+      {"a.json", R"({"metadata": {"gap_seconds": 5, "price_info": 3}, "data": [0]})",
+       "a.json: metadata.price_info: not an object"},
+      {"a.json",
+       R"({"metadata": {"gap_seconds": 5, "price_info": {"on_demand_price": -1}}, "data": [0]})",
+       "a.json: metadata.price_info.on_demand_price: not a finite price > 0 (got -1)"},
+      {"a.json", R"({"metadata": {"gap_seconds": 5, "price_info": {"price": "x"}}, "data": [0]})",
+       "a.json: metadata.price_info.price: not a finite price > 0"},
+      {"a.json", R"({"metadata": {"gap_seconds": 5, "price_info": {}, "zone": 7}, "data": [0]})",
+       "a.json: metadata.zone: not a zone name (got 7)"},
+      {"a.json",
+       R"({"metadata": {"gap_seconds": 5, "price_info": {}, "start_time": "soon"}, "data": [0]})",
+       "a.json: metadata.start_time: not a UTC time (got \"soon\")"},
+      // Probe CSVs.
+      {"a.csv", "date,availability\n2023-02-15 22:08:16,1\n", "a.csv: 1 probe rows"},
+      {"a.csv", "when,availability\n2023-02-15 22:08:16,1\n", "a.csv:1: no time column"},
+      {"a.csv", "date,up\n2023-02-15 22:08:16,1\n", "a.csv:1: no availability column"},
+      {"a.csv", "date,availability\n2023-02-15 22:08:16,1\nnoon,0\n",
+       "a.csv:3: date: not a UTC time 'noon'"},
+      {"a.csv", "date,availability\n2023-02-15 22:08:16,1\n2023-02-15 22:08:16,0\n",
+       "a.csv:3: date: not after the row before"},
+      {"a.csv", "date,availability\n2023-02-15 22:08:16,1\n2023-02-15 22:11:31,yes\n",
+       "a.csv:3: availability: not a count of instances in [0, 1000000] 'yes'"},
+      {"a.csv",
+       "date,availability\n2023-02-15 00:00:00,1\n2023-02-15 00:00:01,1\n2023-02-15 "
+       "00:00:02,1\n2030-02-15 00:00:02,1\n",
+       "s of probes every 1 s is more than 31622400 ticks"},
       // nlohmann would keep the last of two equal keys without a word.
       {"a.json", "{\"metadata\": {\"gap_seconds\": 5}, \"data\": [1], \"data\": [0, 0]}",
        "a.json: data: given twice (JSON keys must be unique)"},
@@ -196,6 +298,7 @@ TEST_F(LoadersTest, BadInputsNameFileLineAndField) {
     std::string path = Write(c.file, c.text);
     Status s;
     if (c.file == "a.json") s = LoadAvailabilityJson(path).status();
+    if (c.file == "a.csv") s = LoadAvailabilityCsv(path).status();
     if (c.file == "p.csv") s = LoadPriceChangePoints(path).status();
     if (c.file == "c.csv") s = LoadCatalogCsv(path).status();
     if (c.file == "h.json") s = LoadAwsSpotPriceHistory(path).status();

@@ -51,6 +51,10 @@ struct Trace {
   double start_unix_s = 0;         // UTC time of tick 0 (Unix seconds); 0 when unknown
   std::vector<int32_t> available;  // spot instances obtainable at each tick (>= 0)
   std::vector<double> price;       // spot $/h at each tick; empty when unknown
+  double ondemand_price = 0;       // on-demand $/h the file records; 0 when it records none
+  // How the file's values were read, when not as the shared records' counts
+  // (e.g. SkyNomad's convention, where 1 is a preempted tick); "" otherwise.
+  std::string read_as;
 
   int64_t ticks() const { return static_cast<int64_t>(available.size()); }
   double hours() const { return static_cast<double>(ticks()) * gap_seconds / 3600.0; }

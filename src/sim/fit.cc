@@ -76,8 +76,12 @@ Saving PairedSaving(std::span<const FitSet> train, std::span<const std::vector<S
 
 }  // namespace
 
-RunMemo::RunMemo(const policy::PolicyRegistry& registry, JobSpec job, int threads)
-    : registry_(registry), job_(job), threads_(SimulationThreads(threads)) {}
+RunMemo::RunMemo(const policy::PolicyRegistry& registry, JobSpec job, int threads,
+                 bool recorded_ondemand_price)
+    : registry_(registry),
+      job_(job),
+      threads_(SimulationThreads(threads)),
+      recorded_ondemand_price_(recorded_ondemand_price) {}
 
 Result<policy::Policy*> RunMemo::Instance(const std::string& key, const std::string& policy,
                                           const policy::ParamSet& params) {
@@ -90,7 +94,7 @@ Result<policy::Policy*> RunMemo::Instance(const std::string& key, const std::str
 
 Status RunMemo::Simulate(const std::string& key, const std::string& policy,
                          const policy::ParamSet& params,
-                         std::span<const market::Trace* const> zones,
+                         std::span<const market::Trace* const> zones, const JobSpec& job,
                          std::span<const RunMap::iterator> todo) {
   const size_t n = std::min(todo.size(), static_cast<size_t>(threads_));
   std::vector<policy::Policy*> instances;
@@ -101,7 +105,7 @@ Status RunMemo::Simulate(const std::string& key, const std::string& policy,
   }
   RunInShares(todo.size(), n, [&](size_t k, size_t i) {
     const int64_t start = std::get<2>(todo[i]->first);
-    RunResult r = SimulateJob(*instances[k], zones, start, job_);
+    RunResult r = SimulateJob(*instances[k], zones, start, job);
     todo[i]->second = {.start = start,
                        .cost = r.cost,
                        .od_hours = r.od_hours,
@@ -119,8 +123,9 @@ Result<std::vector<StartRun>> RunMemo::Runs(const std::string& policy,
                                             std::span<const market::Trace* const> zones,
                                             std::span<const int64_t> starts) {
   std::vector<const market::Trace*> market(zones.begin(), zones.end());
+  const JobSpec job = recorded_ondemand_price_ ? WithRecordedOnDemandPrice(job_, zones) : job_;
   if (!valid_.count(market)) {
-    SPOT_RETURN_IF_ERROR(ValidateMarket(zones, job_));
+    SPOT_RETURN_IF_ERROR(ValidateMarket(zones, job));
     valid_.insert(market);
   }
   const std::string key = ConfigKey(policy, params);
@@ -141,7 +146,7 @@ Result<std::vector<StartRun>> RunMemo::Runs(const std::string& policy,
     slots.push_back(&it->second);
   }
   if (!fresh.empty()) {
-    Status st = Simulate(key, policy, params, zones, fresh);
+    Status st = Simulate(key, policy, params, zones, job, fresh);
     if (!st.ok()) {
       for (auto it : fresh) runs_.erase(it);
       return st;

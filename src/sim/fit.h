@@ -44,7 +44,10 @@ class RunMemo {
   // most 8).
   // Policies start every job afresh (Policy::Start), so the runs are the same
   // on any number of threads.
-  RunMemo(const policy::PolicyRegistry& registry, JobSpec job, int threads = 1);
+  // `recorded_ondemand_price`: each market's runs priced at the on-demand
+  // price its zones record (WithRecordedOnDemandPrice), not the job's.
+  RunMemo(const policy::PolicyRegistry& registry, JobSpec job, int threads = 1,
+          bool recorded_ondemand_price = false);
 
   // The runs of `policy` with `params` from each of `starts`. NotFound for an
   // unknown policy, InvalidArgument for bad parameters, a bad market or job,
@@ -67,12 +70,13 @@ class RunMemo {
   // Fills the runs of `todo` (entries of runs_ not simulated yet) on up to
   // threads_ threads.
   Status Simulate(const std::string& key, const std::string& policy, const policy::ParamSet& params,
-                  std::span<const market::Trace* const> zones,
+                  std::span<const market::Trace* const> zones, const JobSpec& job,
                   std::span<const RunMap::iterator> todo);
 
   const policy::PolicyRegistry& registry_;
   JobSpec job_;
   int threads_ = 1;
+  bool recorded_ondemand_price_ = false;
   RunMap runs_;
   std::map<std::string, std::unique_ptr<policy::Policy>> instances_;
   std::set<std::vector<const market::Trace*>> valid_;

@@ -78,7 +78,7 @@ class ProtocolRun {
         policies_(policies.begin(), policies.end()),
         opt_(options),
         progress_(progress),
-        memo_(registry, job, options.threads) {}
+        memo_(registry, job, options.threads, options.recorded_ondemand_price) {}
 
   Result<ProtocolResult> Run() {
     auto begin = std::chrono::steady_clock::now();

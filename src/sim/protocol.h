@@ -57,6 +57,9 @@ struct ProtocolOptions {
   double train_fraction = 0.5;  // time-split: share of each trace fitted on, in (0, 1)
   BootstrapOptions bootstrap;
   int threads = 0;  // simulation threads (0: one per core, at most 8); figures do not depend on it
+  // Each market priced at the on-demand price its zones record
+  // (WithRecordedOnDemandPrice), the job's where they record none.
+  bool recorded_ondemand_price = false;
 };
 
 // A market of the protocol: one zone, or several zones as one market.

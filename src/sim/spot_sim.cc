@@ -148,6 +148,15 @@ RunResult SimulateJob(policy::Policy& policy, std::span<const market::Trace* con
   return out;
 }
 
+JobSpec WithRecordedOnDemandPrice(JobSpec job, std::span<const market::Trace* const> zones) {
+  if (zones.empty() || !(zones[0]->ondemand_price > 0)) return job;
+  for (const market::Trace* z : zones) {
+    if (z->ondemand_price != zones[0]->ondemand_price) return job;
+  }
+  job.ondemand_price = zones[0]->ondemand_price;
+  return job;
+}
+
 Result<std::vector<int64_t>> SampleStarts(int64_t ticks, double gap_seconds, double deadline_hours,
                                           int samples) {
   if (samples < 1) return InvalidArgumentError("samples must be >= 1");

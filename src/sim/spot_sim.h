@@ -75,6 +75,11 @@ struct RunOptions {
 // every two regions of the zones when it is > 0).
 Status ValidateMarket(std::span<const market::Trace* const> zones, const JobSpec& job);
 
+// The job priced at the on-demand price its zones record
+// (market::Trace::ondemand_price, as SkyNomad's traces carry it) when every
+// zone records the same one; `job` unchanged otherwise.
+JobSpec WithRecordedOnDemandPrice(JobSpec job, std::span<const market::Trace* const> zones);
+
 // Runs the job from absolute tick `start_tick` of the traces.
 // REQUIRES: ValidateMarket(zones, job).ok(), start_tick < ticks.
 RunResult SimulateJob(policy::Policy& policy, std::span<const market::Trace* const> zones,

@@ -167,7 +167,7 @@ struct SimArgs {
   double compute_hours = 48;
   double deadline_hours = 60;
   double changeover_hours = 0.2;
-  double ondemand_price = 3;
+  double ondemand_price = 0;  // --ondemand-price; 0: the traces' own, else kDefaultOnDemandPrice
   int nodes = 1;
   int min_nodes = 0;  // --min-nodes: 0 = nodes (a gang)
   int samples = 300;

@@ -40,7 +40,7 @@ Result<std::vector<market::Trace>> LoadTraces(const std::string& flag,
                                               const std::vector<std::string>& paths) {
   std::vector<market::Trace> traces;
   for (const std::string& path : paths) {
-    auto t = market::LoadAvailabilityJson(path);
+    auto t = market::LoadAvailabilityFile(path);
     if (!t.ok()) return BadInput(flag + " " + path, t.status());
     traces.push_back(std::move(t).value());
   }

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "apps/spot/commands.h"
 #include "apps/spot/name_list.h"
@@ -63,7 +64,8 @@ std::string DecisionLog(const sim::RunResult& r, int64_t start_tick) {
 
 void AddMarketAndJobFlags(CLI::App* cmd, SimArgs* a) {
   cmd->add_option("--trace", a->traces,
-                  "Availability JSON (repeatable); default: the built-in synthetic zones");
+                  "Availability JSON, SkyNomad trace JSON or probe CSV (repeatable); default: the "
+                  "built-in synthetic zones");
   cmd->add_option("--prices", a->prices, "Spot price change-point CSV (zones by name)");
   cmd->add_flag("--multi-zone", a->multi_zone, "All traces are zones of one market");
   cmd->add_option("--compute-hours", a->compute_hours, "C: compute hours of the job")
@@ -75,9 +77,10 @@ void AddMarketAndJobFlags(CLI::App* cmd, SimArgs* a) {
   cmd->add_option("--changeover-hours", a->changeover_hours, "d: hours lost entering an instance")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--ondemand-price", a->ondemand_price, "k: on-demand $ per hour")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  cmd->add_option("--ondemand-price", a->ondemand_price,
+                  "k: on-demand $ per hour (default: the traces' own where they record one, "
+                  "as SkyNomad's do, else 3)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--nodes", a->nodes, "N: reference instances of the job")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -123,6 +126,7 @@ Status FitSynthetic(std::vector<market::Trace>& traces, const SimArgs& a) {
     s.name = t.name;
     s.source = "synthetic fit of " + t.name;
     s.pool = t.pool;
+    s.ondemand_price = t.ondemand_price;
     t = std::move(s);
   }
   return Status::Ok();
@@ -139,6 +143,73 @@ Status LoadEgress() {
   }
   m.prices = std::move(prices).value();
   return Status::Ok();
+}
+
+// Where the runs' on-demand price comes from.
+struct OnDemandPricing {
+  double k = 3;             // the job's k
+  bool per_market = false;  // each market at its zones' recorded price instead
+};
+
+// --ondemand-price when given; else the traces' own (each market's, when
+// they differ: `per_market`); else 3 (the setting of "Can't Be Late", spot
+// at 1.0/h) when no trace records one. A multi-zone market whose zones record
+// different prices, or traces of which only some record one, need the flag:
+// SpotSim prices on-demand once per market. Notes (stderr) say where the
+// price came from and how files were read.
+Result<OnDemandPricing> ResolveOnDemandPrice(const std::vector<market::Trace>& traces, double flag,
+                                             bool multi_zone) {
+  constexpr double kDefaultOnDemandPrice = 3;
+  std::map<std::string, std::vector<std::string>> read_as;
+  for (const auto& t : traces) {
+    if (!t.read_as.empty()) read_as[t.read_as].push_back(t.name);
+  }
+  for (const auto& [how, names] : read_as) {
+    fmt::print(stderr, "note: read as {}: {}\n", how, fmt::join(names, ", "));
+  }
+  std::vector<std::string> recorded;
+  size_t with = 0;
+  bool differ = false;
+  for (const auto& t : traces) {
+    recorded.push_back(t.ondemand_price > 0 ? fmt::format("{} ${:.4g}/h", t.name, t.ondemand_price)
+                                            : t.name + " none");
+    with += t.ondemand_price > 0 ? 1 : 0;
+    differ |= t.ondemand_price != traces[0].ondemand_price;
+  }
+  if (flag > 0) {
+    if (with > 0) {
+      fmt::print(stderr, "note: on-demand at --ondemand-price ${:.4g}/h; the traces record {}\n",
+                 flag, fmt::join(recorded, ", "));
+    }
+    return OnDemandPricing{.k = flag};
+  }
+  if (with == 0) return OnDemandPricing{.k = kDefaultOnDemandPrice};
+  if (with < traces.size() || (differ && multi_zone)) {
+    return InvalidArgumentError(fmt::format(
+        "--ondemand-price: not given, and the traces record {} on-demand prices ({}); {}: name "
+        "the price",
+        with < traces.size() ? "not all" : "different", fmt::join(recorded, ", "),
+        multi_zone ? "a multi-zone market prices on-demand once" : "a market needs one"));
+  }
+  if (differ) {
+    fmt::print(stderr, "note: each zone's on-demand at the price its trace records: {}\n",
+               fmt::join(recorded, ", "));
+    return OnDemandPricing{.k = traces[0].ondemand_price, .per_market = true};
+  }
+  fmt::print(stderr, "note: on-demand at ${:.4g}/h, the price the traces record\n",
+             traces[0].ondemand_price);
+  return OnDemandPricing{.k = traces[0].ondemand_price};
+}
+
+bool& PerMarketOnDemand() {
+  static bool per_market = false;
+  return per_market;
+}
+
+// The job on market `zones`: JobOf(a), at their recorded on-demand price
+// when each market has its own.
+policy::JobSpec JobOn(const SimArgs& a, std::span<const market::Trace* const> zones) {
+  return PerMarketOnDemand() ? sim::WithRecordedOnDemandPrice(JobOf(a), zones) : JobOf(a);
 }
 
 int Fail(const Status& s) {
@@ -167,8 +238,8 @@ Result<std::vector<sim::PolicyStats>> EvalMarket(const policy::PolicyRegistry& r
   for (const std::string& name : SplitNames(a.policies)) {
     Progress bar({.label = m.name + " " + name, .total = a.samples});
     auto st = sim::EvaluatePolicy(
-        reg, name, m.zones, JobOf(a), a.samples, [&bar](int done, int) { bar.Update(done, ""); },
-        a.threads);
+        reg, name, m.zones, JobOn(a, m.zones), a.samples,
+        [&bar](int done, int) { bar.Update(done, ""); }, a.threads);
     if (!st.ok()) return st.status().WithContext(m.name);
     bar.Finish(fmt::format("{:.3f} s", st->seconds));
     out.push_back(std::move(st).value());
@@ -193,9 +264,11 @@ int RunEval(const policy::PolicyRegistry& reg, const std::vector<market::Trace>&
 
 // Which spot prices a trace was scored with, for the report.
 std::string PricesOf(const market::Trace& t, const SimArgs& a) {
-  if (!a.prices.empty()) return std::filesystem::path(a.prices).filename().string();
-  if (t.has_prices()) return "the trace file's own series";
-  return "none recorded: spot at 1.0/h";
+  const std::string od =
+      PerMarketOnDemand() ? fmt::format("; on-demand ${:.4g}/h as recorded", t.ondemand_price) : "";
+  if (!a.prices.empty()) return std::filesystem::path(a.prices).filename().string() + od;
+  if (t.has_prices()) return "the trace file's own series" + od;
+  return "none recorded: spot at 1.0/h" + od;
 }
 
 int RunProtocolEval(const policy::PolicyRegistry& reg, const std::vector<market::Trace>& traces,
@@ -223,7 +296,8 @@ int RunProtocolEval(const policy::PolicyRegistry& reg, const std::vector<market:
                            .sampling = {.samples = a.samples, .every = a.start_every},
                            .train_fraction = a.train_fraction,
                            .bootstrap = {.resamples = a.bootstrap, .seed = a.bootstrap_seed},
-                           .threads = a.threads};
+                           .threads = a.threads,
+                           .recorded_ondemand_price = PerMarketOnDemand()};
   std::unique_ptr<Progress> bar;
   std::string stage;
   auto progress = [&](const std::string& s, int64_t done, int64_t total) {
@@ -252,7 +326,7 @@ int RunOne(const policy::PolicyRegistry& reg, const std::vector<market::Trace>& 
   auto p = reg.Create(a.policy);
   if (!p.ok()) return Fail(InvalidArgumentError("--policy: " + p.status().message()));
   SimMarket m = Markets(traces, a.multi_zone)[0];
-  policy::JobSpec job = JobOf(a);
+  policy::JobSpec job = JobOn(a, m.zones);
   Status valid = sim::ValidateMarket(m.zones, job);
   if (!valid.ok()) return Fail(valid);
   if (a.start_tick < 0 || a.start_tick >= m.zones[0]->ticks()) {
@@ -341,7 +415,8 @@ CLI::App* AddSimCommand(CLI::App& app, SimArgs* a) {
   return sim;
 }
 
-int RunSim(const SimArgs& a) {
+int RunSim(const SimArgs& args) {
+  SimArgs a = args;
   policy::PolicyRegistry reg;
   policy::RegisterBuiltinPolicies(reg);
   if (a.action == "policies") {
@@ -366,6 +441,10 @@ int RunSim(const SimArgs& a) {
   auto traces = LoadSimMarket({.traces = a.traces, .prices = a.prices, .synthetic_seed = a.seed});
   if (!traces.ok()) return Fail(traces.status());
   if (traces->empty()) return Fail(InvalidArgumentError("no traces"));
+  auto k = ResolveOnDemandPrice(*traces, a.ondemand_price, a.multi_zone);
+  if (!k.ok()) return Fail(k.status());
+  a.ondemand_price = k->k;
+  PerMarketOnDemand() = k->per_market;
   if (Migration().synthetic_fit) {
     if (Status f = FitSynthetic(*traces, a); !f.ok()) return Fail(f);
   }

@@ -120,6 +120,96 @@ TEST_F(SimCliTest, SyntheticDefaultMarketWorks) {
   EXPECT_EQ(j["traces"].size(), 5u);
 }
 
+// SkyNomad's traces (1 = preempted, prices in metadata.price_info) score as
+// the same market written as counts; each zone's recorded on-demand price
+// prices its own market; zones of one market that disagree need the flag.
+TEST_F(SimCliTest, SkyNomadTracesScoreAsTheirCountsDo) {
+  const std::vector<std::string> zones = {"us-east-1a_v100_1", "us-east-1b_v100_1",
+                                          "us-west-2a_v100_1"};
+  const std::vector<std::vector<int>> up = {
+      {1, 1, 0, 1, 1, 1, 0, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1},
+      {0, 0, 1, 1, 0, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1},
+      {1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 0, 1, 1}};
+  auto write = [&](double second_zone_od) {
+    std::vector<std::string> counts, sky;
+    for (size_t z = 0; z < zones.size(); ++z) {
+      std::string c, f;
+      for (int v : up[z]) {
+        c += (c.empty() ? "" : ",") + std::to_string(v);
+        f += (f.empty() ? "" : ",") + std::to_string(1 - v);
+      }
+      counts.push_back(Trace(zones[z], c).string());
+      fs::create_directories(dir_ / "sky" / zones[z]);
+      fs::path p = dir_ / "sky" / zones[z] / "full.json";
+      std::ofstream(p) << fmt::format(
+          R"({{"metadata": {{"gap_seconds": 3600, "price_info": {{"price": 1.0,
+              "on_demand_price": {}}}}}, "data": [{}]}})",
+          z == 1 ? second_zone_od : 3.0, f);
+      sky.push_back(p.string());
+    }
+    return std::make_pair(counts, sky);
+  };
+  auto eval = [&](const std::vector<std::string>& traces, std::vector<std::string> extra) {
+    const bool mz = !extra.empty() && extra[0] == "--multi-zone";
+    std::vector<std::string> args = {"eval",      "--protocol",         "loo", "--policies",
+                                     "od,up,mdp", "--samples",          "6",   "--format",
+                                     "json",      "--compute-hours",    "2",   "--deadline-hours",
+                                     "6",         "--changeover-hours", "0.5"};
+    if (mz) args[2] = "time-split";  // loo needs several markets
+    for (const std::string& t : traces) args.insert(args.end(), {"--trace", t});
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Spot(args);
+  };
+  auto [counts, sky] = write(3.0);
+  ProcessResult a = eval(counts, {});
+  ProcessResult b = eval(sky, {});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.err.find("data 1 = preempted"), std::string::npos) << b.err;
+  EXPECT_NE(b.err.find("on-demand at $3/h, the price the traces record"), std::string::npos)
+      << b.err;
+  auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  ASSERT_EQ(ja["markets"].size(), 3u);
+  ASSERT_EQ(jb["markets"].size(), 3u);
+  for (size_t m = 0; m < 3; ++m) {
+    EXPECT_EQ(jb["markets"][m]["name"], zones[m]);
+    for (const char* p : {"od", "up", "mdp"}) {
+      EXPECT_DOUBLE_EQ(ja["markets"][m]["policies"][p]["cost"]["mean"].get<double>(),
+                       jb["markets"][m]["policies"][p]["cost"]["mean"].get<double>())
+          << zones[m] << " " << p;
+    }
+  }
+  // The second zone records on-demand at $6/h: its market is priced so.
+  std::tie(counts, sky) = write(6.0);
+  ProcessResult c = eval(sky, {});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  auto jc = nlohmann::json::parse(c.out);
+  EXPECT_EQ(jc["job"]["ondemand_price_recorded_per_market"], true);
+  EXPECT_DOUBLE_EQ(jc["markets"][0]["policies"]["od"]["cost"]["mean"].get<double>(), 3 * 2.5);
+  EXPECT_DOUBLE_EQ(jc["markets"][1]["policies"]["od"]["cost"]["mean"].get<double>(), 6 * 2.5);
+  EXPECT_NE(jc["markets"][1]["prices"].get<std::string>().find("on-demand $6/h as recorded"),
+            std::string::npos)
+      << jc["markets"][1]["prices"];
+  // One multi-zone market of zones that disagree: the flag decides.
+  ProcessResult d = eval(sky, {"--multi-zone"});
+  EXPECT_EQ(d.exit_code, 2);
+  EXPECT_NE(d.err.find("--ondemand-price: not given, and the traces record different"),
+            std::string::npos)
+      << d.err;
+  EXPECT_NE(d.err.find("us-east-1b_v100_1 $6/h"), std::string::npos) << d.err;
+  ProcessResult e = eval(sky, {"--multi-zone", "--ondemand-price", "4"});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_DOUBLE_EQ(
+      nlohmann::json::parse(e.out)["markets"][0]["policies"]["od"]["cost"]["mean"].get<double>(),
+      4 * 2.5);
+  // A bad flag names its file and record.
+  std::ofstream(dir_ / "sky" / zones[0] / "full.json")
+      << R"({"metadata": {"gap_seconds": 3600, "price_info": {}}, "data": [0, 3]})";
+  ProcessResult f = eval(sky, {});
+  EXPECT_EQ(f.exit_code, 2);
+  EXPECT_NE(f.err.find("full.json: data[1]: not 0 or 1 (got 3)"), std::string::npos) << f.err;
+}
+
 // `eval --protocol`: loo over three hand-made zones, as JSON and as a table;
 // the same numbers twice; a picture.
 TEST_F(SimCliTest, ProtocolLooJsonTableAndSvg) {

@@ -102,10 +102,10 @@ Status LoadPresent(const MarketFlags& flags, std::vector<market::Trace>& traces,
       traces.emplace_back();
       continue;
     }
-    auto t = market::LoadAvailabilityJson(path);
+    auto t = market::LoadAvailabilityFile(path);
     if (!t.ok()) return BadInput(what, t.status());
     if (t->pool.zone.empty()) {
-      auto zone = ZoneOfTraceFile(path);
+      auto zone = ZoneOfName(t->name.substr(0, t->name.find('#')));
       if (!zone.ok()) return BadInput(what, zone.status());
       t->pool.zone = *zone;
     }
@@ -117,7 +117,10 @@ Status LoadPresent(const MarketFlags& flags, std::vector<market::Trace>& traces,
 }  // namespace
 
 Result<std::string> ZoneOfTraceFile(const std::string& path) {
-  const std::string stem = fs::path(path).stem().string();
+  return ZoneOfName(fs::path(path).stem().string());
+}
+
+Result<std::string> ZoneOfName(const std::string& stem) {
   const size_t us = stem.find('_');
   if (stem.empty() || us == 0) {
     return InvalidArgumentError(

@@ -14,7 +14,7 @@
 namespace spot::cli {
 
 struct MarketFlags {
-  std::vector<std::string> traces;  // --trace (repeatable): one availability JSON per zone
+  std::vector<std::string> traces;  // --trace (repeatable): one availability JSON or CSV per zone
   std::string prices;               // --prices F.csv; "" = none
   uint64_t synthetic_seed = 1;      // --seed, for synthetic data
   // What errors call the two inputs: "--trace" for `spot sim`,
@@ -41,6 +41,9 @@ struct LoadedMarket {
 // no '_' ("zone-a.json": "zone-a"). InvalidArgument when the name starts with
 // '_' (no zone).
 Result<std::string> ZoneOfTraceFile(const std::string& path);
+// The same rule on a trace's name (SkyNomad's "<zone>_<kind>/full.json" is
+// named for its folder, market::LoadAvailabilityJson).
+Result<std::string> ZoneOfName(const std::string& name);
 
 // The traces of `flags` (the default synthetic zones when none is named),
 // with the prices of flags.prices. With flags.synthesize_missing:

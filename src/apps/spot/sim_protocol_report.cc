@@ -92,6 +92,7 @@ std::string ProtocolJson(const sim::ProtocolResult& r, bool runs) {
               {"deadline_hours", job.deadline_hours},
               {"changeover_hours", job.changeover_hours},
               {"ondemand_price", job.ondemand_price},
+              {"ondemand_price_recorded_per_market", r.options.recorded_ondemand_price},
               {"nodes", job.nodes},
               {"min_nodes", job.min_nodes}};
   j["sampling"] = {{"samples", r.options.sampling.every > 0 ? 0 : r.options.sampling.samples},
@@ -139,13 +140,16 @@ std::string ProtocolJson(const sim::ProtocolResult& r, bool runs) {
 std::string ProtocolTable(const sim::ProtocolResult& r) {
   const sim::JobSpec& job = r.job;
   std::string out = fmt::format(
-      "{}\njob: C {} h, D {} h, d {} h, k ${}/h, N {}; starts: {}; bootstrap {} resamples\n"
+      "{}\njob: C {} h, D {} h, d {} h, k {}, N {}; starts: {}; bootstrap {} resamples\n"
       "vs up: mean of cost / up's cost on the same start; p95/od: p95 cost / od's mean cost; "
       "miss: deadline misses (of them where up met it); >od: starts costing more than od; "
       "saved: mean of 1 - cost / od's cost on the same start; best: its largest; restart: "
       "hours restarting (changeovers x d) / C\n\n",
       ProtocolDescription(r.options.protocol), job.compute_hours, job.deadline_hours,
-      job.changeover_hours, job.ondemand_price, job.nodes,
+      job.changeover_hours,
+      r.options.recorded_ondemand_price ? std::string("each market's recorded on-demand price")
+                                        : fmt::format("${}/h", job.ondemand_price),
+      job.nodes,
       r.options.sampling.every > 0 ? fmt::format("one every {} ticks", r.options.sampling.every)
                                    : fmt::format("{} per market", r.options.sampling.samples),
       r.options.bootstrap.resamples);
