@@ -17,16 +17,14 @@ namespace spot::market {
 // The pool is inferred from the file name where it follows "<zone>_<kind>_<n>.json"
 // (e.g. "us-east-1a_v100_1.json": aws, us-east-1, us-east-1a, "v100_1").
 //
-// SkyNomad's traces (its artifact's converted markets, which its simulator
-// and Can't Be Late's read) share the schema but invert `data`: 1 is a
-// PREEMPTED tick (no spot), 0 an available one. They are told apart by
-// `metadata.price_info`, which that format requires ({"price": spot $/h,
-// "on_demand_price": $/h}); such a file's data must be 0 or 1 and are read
-// as 1 - flag, its on-demand price goes to Trace::ondemand_price, its
-// `price` fills Trace::price where there is no `prices` array,
-// `metadata.zone` names the zone and `metadata.start_time` the start, and
-// Trace::read_as says so. Its files are "<zone>_<kind>/full.json" and
-// windows "<zone>_<kind>/<n>.json": such a trace is named for its folder
+// SkyNomad's traces (the converted markets of its artifact, which its
+// simulator reads) share the schema but invert `data`: 1 is a PREEMPTED tick (no spot), 0 an
+// available one. They are told apart by `metadata.price_info`, which that format requires
+// ({"price": spot $/h, "on_demand_price": $/h}); such a file's data must be 0 or 1 and are read as
+// 1 - flag, its on-demand price goes to Trace::ondemand_price, its `price` fills Trace::price where
+// there is no `prices` array, `metadata.zone` names the zone and `metadata.start_time` the start,
+// and Trace::read_as says so. Its files are "<zone>_<kind>/full.json" and windows
+// "<zone>_<kind>/<n>.json": such a trace is named for its folder
 // ("us-east-2a_v100_1", "us-east-2a_v100_1#3").
 Result<Trace> LoadAvailabilityJson(const std::string& path);
 

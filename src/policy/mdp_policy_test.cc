@@ -166,6 +166,19 @@ TEST(MdpSolver, SpotRunsTooShortToPayTheirChangeoverAreLeftAlone) {
   EXPECT_EQ(t.Act(2, 1.0, InstanceKind::kOnDemand, kUp), MdpAction::kSpot);
 }
 
+// The last sliver of work (less than half a deficit cell) once rounded the
+// job into a cell where it is done, whose actions all cost nothing: it sat
+// idle until the safety net put it on on-demand (a 600 s tick market, 2
+// minutes of work left: 11.5 h idle, then on-demand's changeover).
+TEST(MdpSolver, TheLastSliverOfWorkIsFinished) {
+  MdpSolution s(Chain(1, 0.5), kJob, kGrid);
+  // 10 h in, 0.03 h behind: 0.03 h of the 10 h still to do.
+  EXPECT_EQ(s.Act(10.0, 0.03, InstanceKind::kSpot, kUp), MdpAction::kSpot);
+  EXPECT_EQ(s.Act(10.0, 0.03, InstanceKind::kIdle, kUp), MdpAction::kSpot);
+  EXPECT_EQ(s.Act(10.0, 0.03, InstanceKind::kOnDemand, kDown), MdpAction::kOnDemand);
+  EXPECT_EQ(s.Act(11.9, 1.93, InstanceKind::kIdle, kUp), MdpAction::kSpot);
+}
+
 TEST(MdpSolver, SolutionsAreSharedForEqualInputs) {
   auto a = SolveMdp(Chain(0.9, 0.5), kJob, kGrid);
   auto b = SolveMdp(Chain(0.9, 0.5), kJob, kGrid);

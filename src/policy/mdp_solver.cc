@@ -208,9 +208,17 @@ MdpAction MdpSolution::Act(double time_hours, double deficit_hours, InstanceKind
                            int state) const {
   double q = grid_.step_hours / grid_.cells_per_step;
   int64_t x = std::max<int64_t>(0, std::llround(deficit_hours / q));
-  if (x > net_cell_) return MdpAction::kOnDemand;
   int64_t i = std::clamp<int64_t>(
       static_cast<int64_t>(std::floor(time_hours / grid_.step_hours + kEps)), 0, steps_ - 1);
+  // The job asks while work is left, so its cell must hold some: rounding
+  // the deficit down could put the last sliver of work (less than half a
+  // cell) in a cell where it is done, every action of which costs nothing,
+  // and the job would sit idle until the net took it to on-demand.
+  const double past_work = static_cast<double>(i) * grid_.step_hours - job_.compute_hours;
+  if (static_cast<double>(x) * q - past_work <= kEps) {
+    x = static_cast<int64_t>(std::floor(past_work / q + kEps)) + 1;
+  }
+  if (x > net_cell_) return MdpAction::kOnDemand;
   int mode = held == InstanceKind::kSpot ? kSpot : held == InstanceKind::kOnDemand ? kOd : kIdle;
   if (mode == kSpot && !IsUp(state)) mode = kIdle;
   return static_cast<MdpAction>(action_[Index(i, x, mode, state)]);
