@@ -167,7 +167,10 @@ struct SimArgs {
   double compute_hours = 48;
   double deadline_hours = 60;
   double changeover_hours = 0.2;
-  double ondemand_price = 0;  // --ondemand-price; 0: the traces' own, else kDefaultOnDemandPrice
+  double ondemand_price = 0;  // --ondemand-price; 0: the traces' own, else 3
+  // Resolved from the traces when --ondemand-price is not given: each
+  // market priced at the on-demand price its traces record.
+  bool ondemand_per_market = false;
   int nodes = 1;
   int min_nodes = 0;  // --min-nodes: 0 = nodes (a gang)
   int samples = 300;

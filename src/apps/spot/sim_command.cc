@@ -151,15 +151,8 @@ struct OnDemandPricing {
   bool per_market = false;  // each market at its zones' recorded price instead
 };
 
-// --ondemand-price when given; else the traces' own (each market's, when
-// they differ: `per_market`); else 3 (the setting of "Can't Be Late", spot
-// at 1.0/h) when no trace records one. A multi-zone market whose zones record
-// different prices, or traces of which only some record one, need the flag:
-// SpotSim prices on-demand once per market. Notes (stderr) say where the
-// price came from and how files were read.
-Result<OnDemandPricing> ResolveOnDemandPrice(const std::vector<market::Trace>& traces, double flag,
-                                             bool multi_zone) {
-  constexpr double kDefaultOnDemandPrice = 3;
+// How files not in the shared records' format were read (stderr).
+void NoteHowTracesWereRead(const std::vector<market::Trace>& traces) {
   std::map<std::string, std::vector<std::string>> read_as;
   for (const auto& t : traces) {
     if (!t.read_as.empty()) read_as[t.read_as].push_back(t.name);
@@ -167,6 +160,17 @@ Result<OnDemandPricing> ResolveOnDemandPrice(const std::vector<market::Trace>& t
   for (const auto& [how, names] : read_as) {
     fmt::print(stderr, "note: read as {}: {}\n", how, fmt::join(names, ", "));
   }
+}
+
+// --ondemand-price when given; else the traces' own (each market's, when
+// they differ: `per_market`); else 3 (the setting of "Can't Be Late", spot
+// at 1.0/h) when no trace records one. A multi-zone market whose zones record
+// different prices, or traces of which only some record one, need the flag:
+// SpotSim prices on-demand once per market. A note (stderr) says where the
+// price came from.
+Result<OnDemandPricing> ResolveOnDemandPrice(const std::vector<market::Trace>& traces, double flag,
+                                             bool multi_zone) {
+  constexpr double kDefaultOnDemandPrice = 3;
   std::vector<std::string> recorded;
   size_t with = 0;
   bool differ = false;
@@ -201,15 +205,10 @@ Result<OnDemandPricing> ResolveOnDemandPrice(const std::vector<market::Trace>& t
   return OnDemandPricing{.k = traces[0].ondemand_price};
 }
 
-bool& PerMarketOnDemand() {
-  static bool per_market = false;
-  return per_market;
-}
-
 // The job on market `zones`: JobOf(a), at their recorded on-demand price
 // when each market has its own.
 policy::JobSpec JobOn(const SimArgs& a, std::span<const market::Trace* const> zones) {
-  return PerMarketOnDemand() ? sim::WithRecordedOnDemandPrice(JobOf(a), zones) : JobOf(a);
+  return a.ondemand_per_market ? sim::WithRecordedOnDemandPrice(JobOf(a), zones) : JobOf(a);
 }
 
 int Fail(const Status& s) {
@@ -264,8 +263,9 @@ int RunEval(const policy::PolicyRegistry& reg, const std::vector<market::Trace>&
 
 // Which spot prices a trace was scored with, for the report.
 std::string PricesOf(const market::Trace& t, const SimArgs& a) {
-  const std::string od =
-      PerMarketOnDemand() ? fmt::format("; on-demand ${:.4g}/h as recorded", t.ondemand_price) : "";
+  const std::string od = a.ondemand_per_market
+                             ? fmt::format("; on-demand ${:.4g}/h as recorded", t.ondemand_price)
+                             : "";
   if (!a.prices.empty()) return std::filesystem::path(a.prices).filename().string() + od;
   if (t.has_prices()) return "the trace file's own series" + od;
   return "none recorded: spot at 1.0/h" + od;
@@ -297,7 +297,7 @@ int RunProtocolEval(const policy::PolicyRegistry& reg, const std::vector<market:
                            .train_fraction = a.train_fraction,
                            .bootstrap = {.resamples = a.bootstrap, .seed = a.bootstrap_seed},
                            .threads = a.threads,
-                           .recorded_ondemand_price = PerMarketOnDemand()};
+                           .recorded_ondemand_price = a.ondemand_per_market};
   std::unique_ptr<Progress> bar;
   std::string stage;
   auto progress = [&](const std::string& s, int64_t done, int64_t total) {
@@ -441,10 +441,11 @@ int RunSim(const SimArgs& args) {
   auto traces = LoadSimMarket({.traces = a.traces, .prices = a.prices, .synthetic_seed = a.seed});
   if (!traces.ok()) return Fail(traces.status());
   if (traces->empty()) return Fail(InvalidArgumentError("no traces"));
+  NoteHowTracesWereRead(*traces);
   auto k = ResolveOnDemandPrice(*traces, a.ondemand_price, a.multi_zone);
   if (!k.ok()) return Fail(k.status());
   a.ondemand_price = k->k;
-  PerMarketOnDemand() = k->per_market;
+  a.ondemand_per_market = k->per_market;
   if (Migration().synthetic_fit) {
     if (Status f = FitSynthetic(*traces, a); !f.ok()) return Fail(f);
   }
