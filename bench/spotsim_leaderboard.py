@@ -7,6 +7,7 @@ where a series exists.
 Usage: bench/spotsim_leaderboard.py [--spot build/bin/spot] [--data ../shared/data]
            [--out build/leaderboard] [--samples 300] [--policies od,greedy,up,hazard-up,forecast-up,mdp]
            [--multi-zone [--mz-samples 100] [--checkpoint-gb 50] [--mz-policies LIST]]
+           [--folder DIR ... [--nodes N] [--ondemand-price K] [--prices F.csv]]
 Writes DIR/<folder>.<protocol>.json (the command's JSON) and prints the
 leaderboard as Markdown tables, with the wall time of the whole run and
 mdp's decision time per tick against the tick (one zone, in-sample runs on
@@ -20,6 +21,13 @@ checkpoint of --checkpoint-gb moved at the catalog's inter-region egress
 price on every move across regions; then the same markets drawn again from
 synthetic models fitted to each zone (`--synthetic-fit`). Zones of unequal
 length are cut to the shortest (aligned at their first tick).
+
+--folder DIR (repeatable) scores your own markets instead of the shared
+folders, with the same protocols, jobs and tables: every trace file in DIR
+(the shared records' JSON, probe CSVs, SkyNomad's JSON, including its
+layout <zone>_<kind>/full.json), as a gang of --nodes, priced at
+--ondemand-price when given, else at the on-demand price the traces record
+(each zone its own), else 3; --prices adds a spot price CSV.
 """
 import argparse
 import json
@@ -50,23 +58,36 @@ FOLDERS = [
 PROTOCOLS = ["loo", "time-split", "in-sample"]
 
 
+def trace_files(d):
+    """The trace files of folder `d`: its JSON and CSV files, and SkyNomad's
+    <zone>_<kind>/full.json."""
+    out = []
+    for f in sorted(os.listdir(d)):
+        p = os.path.join(d, f)
+        if os.path.isfile(p) and f.endswith((".json", ".csv")):
+            out.append(p)
+        elif os.path.isfile(os.path.join(p, "full.json")):
+            out.append(os.path.join(p, "full.json"))
+    return out
+
+
 def run(args, folder, prices, job, protocol):
     d = os.path.join(args.data, folder)
     cmd = [args.spot, "sim", "eval", "--protocol", protocol, "--policies", args.policies,
            "--samples", str(args.samples), "--format", "json",
            "--compute-hours", str(job.get("C", 48)), "--deadline-hours", str(job.get("D", 60)),
-           "--changeover-hours", "0.2", "--ondemand-price", str(job["k"]),
-           "--nodes", str(job["nodes"])]
-    for f in sorted(os.listdir(d)):
-        if f.endswith(".json"):
-            cmd += ["--trace", os.path.join(d, f)]
+           "--changeover-hours", "0.2", "--nodes", str(job["nodes"])]
+    if job["k"] is not None:
+        cmd += ["--ondemand-price", str(job["k"])]
+    for f in trace_files(d):
+        cmd += ["--trace", f]
     if prices:
         cmd += ["--prices", os.path.join(args.data, prices)]
     t0 = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"{' '.join(cmd)}\nexit {p.returncode}: {p.stderr}")
-    out = os.path.join(args.out, f"{folder.replace('/', '_')}.{protocol}.json")
+    out = os.path.join(args.out, f"{label(folder).replace('/', '_')}.{protocol}.json")
     with open(out, "w") as fh:
         fh.write(p.stdout)
     return json.loads(p.stdout), time.monotonic() - t0
@@ -247,6 +268,12 @@ def multi_zone(args):
           f"{args.mz_samples} starts per market part)")
 
 
+def label(folder):
+    """A folder's name in the tables: a shared folder's path under the data,
+    or the last part of your own."""
+    return os.path.basename(folder.rstrip("/")) if os.path.isabs(folder) else folder
+
+
 def fmt4(v):
     return "-" if v is None else f"{v:.4f}"
 
@@ -275,19 +302,33 @@ def main():
     ap.add_argument("--mz-policies", default=MZ_POLICIES,
                     help="policies of the multi-zone pass (od and up are always needed)")
     ap.add_argument("--checkpoint-gb", type=float, default=50)
+    ap.add_argument("--folder", action="append", default=[],
+                    help="a folder of your own trace files, scored instead of the shared ones "
+                         "(repeatable)")
+    ap.add_argument("--nodes", type=int, default=1, help="--folder: the job's gang")
+    ap.add_argument("--ondemand-price", type=float, default=None,
+                    help="--folder: on-demand $/h (default: the traces' own, else 3)")
+    ap.add_argument("--prices", default=None, help="--folder: a spot price change-point CSV")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     if args.multi_zone:
+        if args.folder:
+            sys.exit("--folder scores single zones; for one multi-zone market run "
+                     "`spot sim eval --multi-zone --protocol time-split --trace ...`")
         multi_zone(args)
         return
     policies = [p for p in args.policies.split(",") if p != "up"]
     t0 = time.monotonic()
     results = []
-    for folder, prices, job in FOLDERS:
+    folders = FOLDERS
+    if args.folder:
+        folders = [(os.path.abspath(f), os.path.abspath(args.prices) if args.prices else None,
+                    dict(k=args.ondemand_price, nodes=args.nodes)) for f in args.folder]
+    for folder, prices, job in folders:
         for protocol in PROTOCOLS:
             j, secs = run(args, folder, prices, job, protocol)
             results.append((folder, protocol, j, secs))
-            print(f"{folder} {protocol}: {secs:.1f} s", file=sys.stderr)
+            print(f"{label(folder)} {protocol}: {secs:.1f} s", file=sys.stderr)
     total = time.monotonic() - t0
 
     print("### Pooled: mean cost / up's on the same starts [95% bootstrap interval]\n")
@@ -296,7 +337,7 @@ def main():
     for folder, protocol, j, _ in results:
         pooled = j["pooled"]
         cells = [ratio(pooled[p]) for p in policies]
-        print(f"| {folder} | {protocol} | {pooled['up']['cost']['mean']:.2f} | "
+        print(f"| {label(folder)} | {protocol} | {pooled['up']['cost']['mean']:.2f} | "
               + " | ".join(cells) + " |")
     print("\n### The seeds' claims, out of sample (loo): saving against on-demand on the same "
           "start, mean [95% bootstrap interval] and the best start ('up to'); time restarting "
@@ -314,7 +355,7 @@ def main():
             cells.append(f"{100 * sv['mean']:.1f}% [{100 * sv['ci95'][0]:.1f}, "
                          f"{100 * sv['ci95'][1]:.1f}], up to {100 * sv['max']:.1f}%; "
                          f"restart {100 * rs['mean']:.2f}%")
-        print(f"| {folder} | " + " | ".join(cells) + " |")
+        print(f"| {label(folder)} | " + " | ".join(cells) + " |")
     print("\n### Per zone, in short: the worst zone's mean of cost / up's on the same start, "
           "and its ratio of mean costs (dollars, $); the zones whose p95 cost is above "
           "on-demand's\n")
@@ -332,7 +373,7 @@ def main():
                          f"$ {dollars(d, p):.4f} ({d['name']})")
         above = [sum(m["policies"][p]["cost"]["p95"] > m["policies"][p]["od_mean_cost"] * (1 + 1e-9)
                      for m in ms) for p in ["up"] + ours]
-        print(f"| {folder} | {protocol} | {len(ms)} | " + " | ".join(worst) + " | "
+        print(f"| {label(folder)} | {protocol} | {len(ms)} | " + " | ".join(worst) + " | "
               + " / ".join(map(str, above)) + " |")
     print("\n### Per zone: mean cost / up's; p95 cost / on-demand's; misses where up met\n")
     print("| folder | protocol | zone | prices | " + " | ".join(args.policies.split(",")) + " |")
@@ -346,7 +387,7 @@ def main():
                 miss = f" miss {s['misses_up_met']}" if s["misses_up_met"] else ""
                 cells.append(f"{s['ratio_to_up']['mean']:.3f} / {s['cost']['p95'] / s['od_mean_cost']:.3f}"
                              f"{flag}{miss}")
-            print(f"| {folder} | {protocol} | {m['name']} | {m['prices']} | " + " | ".join(cells) + " |")
+            print(f"| {label(folder)} | {protocol} | {m['name']} | {m['prices']} | " + " | ".join(cells) + " |")
     print("\n### Fitted parameters\n")
     print("| folder | protocol | zone | policy | params |")
     print("|---|---|---|---|---|")
@@ -361,8 +402,8 @@ def main():
                         params += (f" (defaults kept: the cheapest point saved "
                                    f"${f['saving_vs_defaults']:.2f} a start, standard error "
                                    + (f"${se:.2f})" if se is not None else "unknown)"))
-                    print(f"| {folder} | {protocol} | {m['name']} | {p} | {params} |")
-    dt = decision_time(args)
+                    print(f"| {label(folder)} | {protocol} | {m['name']} | {p} | {params} |")
+    dt = None if args.folder else decision_time(args)
     if dt:
         per_tick, gap = dt
         print(f"\nmdp decision time per tick (at most; simulation included): {per_tick * 1e6:.1f} us, "
