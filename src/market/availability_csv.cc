@@ -123,11 +123,19 @@ Result<Trace> LoadAvailabilityCsv(const std::string& path) {
   return trace;
 }
 
-Result<Trace> LoadAvailabilityFile(const std::string& path) {
+Result<TraceConvention> ParseTraceConvention(const std::string& name) {
+  if (name == "auto") return TraceConvention::kAuto;
+  if (name == "available") return TraceConvention::kAvailable;
+  if (name == "preempted") return TraceConvention::kPreempted;
+  return InvalidArgumentError("unknown trace convention '" + name +
+                              "' (auto, available or preempted)");
+}
+
+Result<Trace> LoadAvailabilityFile(const std::string& path, TraceConvention convention) {
   std::string ext = std::filesystem::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return std::tolower(c); });
-  return ext == ".csv" ? LoadAvailabilityCsv(path) : LoadAvailabilityJson(path);
+  return ext == ".csv" ? LoadAvailabilityCsv(path) : LoadAvailabilityJson(path, convention);
 }
 
 }  // namespace spot::market

@@ -47,8 +47,10 @@ Result<double> GapSeconds(const json& doc, const std::string& file) {
 }
 
 // `data`: counts of obtainable instances, or, with `preempted` (SkyNomad's
-// convention), 0/1 flags where 1 is a tick without spot, read as 1 - flag.
-Result<std::vector<int32_t>> Counts(const json& doc, const std::string& file, bool preempted) {
+// convention, for the reason `why`), 0/1 flags where 1 is a tick without
+// spot, read as 1 - flag.
+Result<std::vector<int32_t>> Counts(const json& doc, const std::string& file, bool preempted,
+                                    const std::string& why) {
   auto data = doc.find("data");
   if (data == doc.end() || !data->is_array()) return Bad(file, "data", "missing or not an array");
   std::vector<int32_t> out;
@@ -58,9 +60,8 @@ Result<std::vector<int32_t>> Counts(const json& doc, const std::string& file, bo
     double d = v.is_number() ? v.get<double>() : -1;
     if (preempted && !(v.is_number() && (d == 0 || d == 1))) {
       return Bad(file, "data[" + std::to_string(i) + "]",
-                 "not 0 or 1 (got " + v.dump() +
-                     "): metadata.price_info marks a SkyNomad trace, whose data are preempted "
-                     "flags (1 = no spot at that tick)");
+                 "not 0 or 1 (got " + v.dump() + "): " + why +
+                     ", whose data are preempted flags (1 = no spot at that tick)");
     }
     if (!v.is_number() || !(d >= 0) || d != std::floor(d) || d > kMaxAvailableCount) {
       return Bad(file, "data[" + std::to_string(i) + "]",
@@ -105,13 +106,15 @@ Result<std::optional<double>> InfoPrice(const json& info, const std::string& fil
   return std::optional<double>{v->get<double>()};
 }
 
-// SkyNomad's metadata: price_info {price, on_demand_price}, zone, start_time.
+// SkyNomad's metadata, where present: price_info {price, on_demand_price},
+// zone, start_time.
 Status ReadSkyNomadMetadata(const json& md, const std::string& file, Trace* trace) {
-  const json& info = md.at("price_info");
-  SPOT_ASSIGN_OR_RETURN(std::optional<double> od, InfoPrice(info, file, "on_demand_price"));
-  SPOT_ASSIGN_OR_RETURN(std::optional<double> spot, InfoPrice(info, file, "price"));
-  if (od) trace->ondemand_price = *od;
-  if (spot && trace->price.empty()) trace->price.assign(trace->available.size(), *spot);
+  if (auto info = md.find("price_info"); info != md.end()) {
+    SPOT_ASSIGN_OR_RETURN(std::optional<double> od, InfoPrice(*info, file, "on_demand_price"));
+    SPOT_ASSIGN_OR_RETURN(std::optional<double> spot, InfoPrice(*info, file, "price"));
+    if (od) trace->ondemand_price = *od;
+    if (spot && trace->price.empty()) trace->price.assign(trace->available.size(), *spot);
+  }
   if (auto zone = md.find("zone"); zone != md.end()) {
     if (!zone->is_string() || zone->get<std::string>().empty()) {
       return Bad(file, "metadata.zone", "not a zone name (got " + zone->dump() + ")");
@@ -126,7 +129,6 @@ Status ReadSkyNomadMetadata(const json& md, const std::string& file, Trace* trac
     if (!t) return Bad(file, "metadata.start_time", "not a UTC time (got " + start->dump() + ")");
     trace->start_unix_s = *t;
   }
-  trace->read_as = "SkyNomad's trace format (metadata.price_info): data 1 = preempted";
   return Status::Ok();
 }
 
@@ -161,7 +163,7 @@ Pool PoolOfZone(const std::string& zone) {
   return pool;
 }
 
-Result<Trace> LoadAvailabilityJson(const std::string& path) {
+Result<Trace> LoadAvailabilityJson(const std::string& path, TraceConvention convention) {
   SPOT_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   const std::filesystem::path p(path);
   const std::string file = p.filename().string();
@@ -171,15 +173,29 @@ Result<Trace> LoadAvailabilityJson(const std::string& path) {
   SPOT_ASSIGN_OR_RETURN(trace.gap_seconds, GapSeconds(doc, file));
   const json& md = doc.at("metadata");
   auto info = md.find("price_info");
-  const bool skynomad = info != md.end();
-  if (skynomad && !info->is_object()) return Bad(file, "metadata.price_info", "not an object");
-  SPOT_ASSIGN_OR_RETURN(trace.available, Counts(doc, file, skynomad));
+  const bool priced = info != md.end();
+  if (priced && !info->is_object()) return Bad(file, "metadata.price_info", "not an object");
+  const bool preempted =
+      convention == TraceConvention::kPreempted || (convention == TraceConvention::kAuto && priced);
+  const std::string why = convention == TraceConvention::kAuto
+                              ? "metadata.price_info marks a SkyNomad trace"
+                              : "the trace convention asked is 'preempted'";
+  SPOT_ASSIGN_OR_RETURN(trace.available, Counts(doc, file, preempted, why));
   SPOT_ASSIGN_OR_RETURN(trace.price, Prices(doc, file, trace.available.size()));
   trace.name = TraceName(p);
   trace.source = path;
   const std::string label = trace.name.substr(0, trace.name.find('#'));
   trace.pool = PoolFromStem(label);
-  if (skynomad) SPOT_RETURN_IF_ERROR(ReadSkyNomadMetadata(md, file, &trace));
+  SPOT_RETURN_IF_ERROR(ReadSkyNomadMetadata(md, file, &trace));
+  if (preempted) {
+    trace.read_as = convention == TraceConvention::kAuto
+                        ? "SkyNomad's trace format (metadata.price_info): data 1 = preempted"
+                        : "preempted flags, as asked: data 1 = preempted";
+  } else if (priced) {
+    trace.read_as =
+        "counts of obtainable instances, as asked (metadata.price_info would have "
+        "marked SkyNomad's preempted flags)";
+  }
   return trace;
 }
 

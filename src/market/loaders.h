@@ -26,7 +26,13 @@ namespace spot::market {
 // and Trace::read_as says so. Its files are "<zone>_<kind>/full.json" and windows
 // "<zone>_<kind>/<n>.json": such a trace is named for its folder
 // ("us-east-2a_v100_1", "us-east-2a_v100_1#3").
-Result<Trace> LoadAvailabilityJson(const std::string& path);
+//
+// `convention` overrides that guess: kAvailable reads `data` as counts, and
+// kPreempted as preempted flags (as SkyNomad's simulator reads every trace,
+// files without price_info too), whatever the metadata says.
+enum class TraceConvention { kAuto, kAvailable, kPreempted };
+Result<Trace> LoadAvailabilityJson(const std::string& path,
+                                   TraceConvention convention = TraceConvention::kAuto);
 
 // Probe records, one row a probe: a time column ("date", "timestamp" or
 // "time": "YYYY-MM-DD HH:MM:SS" UTC, strictly increasing) and a count column
@@ -41,8 +47,12 @@ Result<Trace> LoadAvailabilityJson(const std::string& path);
 // comes from the file name as for the JSON, and Trace::read_as says which.
 Result<Trace> LoadAvailabilityCsv(const std::string& path);
 
-// LoadAvailabilityCsv for a ".csv" file, LoadAvailabilityJson otherwise.
-Result<Trace> LoadAvailabilityFile(const std::string& path);
+// LoadAvailabilityCsv for a ".csv" file (whose counts are availability),
+// LoadAvailabilityJson with `convention` otherwise.
+Result<Trace> LoadAvailabilityFile(const std::string& path,
+                                   TraceConvention convention = TraceConvention::kAuto);
+// "auto", "available", "preempted" (as a flag spells them).
+Result<TraceConvention> ParseTraceConvention(const std::string& name);
 
 // The pool of a zone name: AWS ("us-east-1a": aws, region us-east-1) and GCP
 // ("us-central1-a": gcp, region us-central1) zones give cloud and region;

@@ -142,6 +142,38 @@ TEST_F(LoadersTest, SkyNomadTracesAreReadAsAvailability) {
   EXPECT_EQ(c->ondemand_price, 0);
 }
 
+// The guess can be overridden: SkyNomad's simulator reads every trace as
+// preempted flags, price_info or not.
+TEST_F(LoadersTest, TheTraceConventionCanBeNamed) {
+  const std::string plain =
+      Write("us-east-1a_v100_1.json", R"({"metadata": {"gap_seconds": 600}, "data": [0, 1, 1]})");
+  auto flags = LoadAvailabilityFile(plain, TraceConvention::kPreempted);
+  ASSERT_TRUE(flags.ok()) << flags.status().ToString();
+  EXPECT_EQ(flags->available, (std::vector<int32_t>{1, 0, 0}));
+  EXPECT_NE(flags->read_as.find("as asked"), std::string::npos) << flags->read_as;
+  auto counts = LoadAvailabilityJson(plain, TraceConvention::kAvailable);
+  ASSERT_TRUE(counts.ok()) << counts.status().ToString();
+  EXPECT_EQ(counts->available, (std::vector<int32_t>{0, 1, 1}));
+  EXPECT_TRUE(counts->read_as.empty());
+  const std::string priced = Write("us-east-1b_v100_1.json", R"({"metadata": {"gap_seconds": 600,
+          "price_info": {"on_demand_price": 3.06}}, "data": [0, 1]})");
+  auto asked = LoadAvailabilityJson(priced, TraceConvention::kAvailable);
+  ASSERT_TRUE(asked.ok()) << asked.status().ToString();
+  EXPECT_EQ(asked->available, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(asked->ondemand_price, 3.06);
+  EXPECT_NE(asked->read_as.find("counts of obtainable instances, as asked"), std::string::npos);
+  auto gang = LoadAvailabilityJson(
+      Write("us-east-1c_v100_4.json", R"({"metadata": {"gap_seconds": 300}, "data": [4]})"),
+      TraceConvention::kPreempted);
+  EXPECT_EQ(gang.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(gang.status().message().find("data[0]: not 0 or 1 (got 4): the trace convention "
+                                         "asked is 'preempted'"),
+            std::string::npos)
+      << gang.status().ToString();
+  EXPECT_EQ(ParseTraceConvention("preempted").value(), TraceConvention::kPreempted);
+  EXPECT_EQ(ParseTraceConvention("inverted").status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(LoadersTest, ProbeCsvOneTickAProbeUnlessTheProbingPaused) {
   // 195 s probes, 194-280 s apart: one tick each (the shared JSON's rule).
   auto t = LoadAvailabilityFile(Write("us-east-1c_v100_1.csv",

@@ -157,11 +157,12 @@ int RunLaunch(const TrainArgs& args);
 
 // `spot sim policies | run | eval` (sim_command.cc; flags in docs/spotsim.md).
 struct SimArgs {
-  std::string action;               // "policies", "run" or "eval"
-  bool params = false;              // policies: --params, each policy's parameters (Markdown)
-  std::vector<std::string> traces;  // --trace, repeatable; none: synthetic zones
-  std::string prices;               // --prices F.csv
-  bool multi_zone = false;          // --multi-zone: all traces are zones of one market
+  std::string action;                     // "policies", "run" or "eval"
+  bool params = false;                    // policies: --params, each policy's parameters (Markdown)
+  std::vector<std::string> traces;        // --trace, repeatable; none: synthetic zones
+  std::string prices;                     // --prices F.csv
+  std::string trace_convention = "auto";  // --trace-convention auto|available|preempted
+  bool multi_zone = false;                // --multi-zone: all traces are zones of one market
   std::string policies = "od,greedy,up,hazard-up,omniscient";  // eval: --policies
   std::string policy = "up";                                   // run: --policy
   double compute_hours = 48;

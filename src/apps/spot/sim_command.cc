@@ -66,6 +66,12 @@ void AddMarketAndJobFlags(CLI::App* cmd, SimArgs* a) {
   cmd->add_option("--trace", a->traces,
                   "Availability JSON, SkyNomad trace JSON or probe CSV (repeatable); default: the "
                   "built-in synthetic zones");
+  cmd->add_option("--trace-convention", a->trace_convention,
+                  "How a trace JSON's data read: available (instances obtainable, the shared "
+                  "records'), preempted (1 = no spot, SkyNomad's), or auto (preempted where "
+                  "metadata.price_info marks SkyNomad's format)")
+      ->check(CLI::IsMember({"auto", "available", "preempted"}))
+      ->capture_default_str();
   cmd->add_option("--prices", a->prices, "Spot price change-point CSV (zones by name)");
   cmd->add_flag("--multi-zone", a->multi_zone, "All traces are zones of one market");
   cmd->add_option("--compute-hours", a->compute_hours, "C: compute hours of the job")
@@ -438,7 +444,14 @@ int RunSim(const SimArgs& args) {
     return kExitOk;
   }
   if (Status e = LoadEgress(); !e.ok()) return Fail(e);
-  auto traces = LoadSimMarket({.traces = a.traces, .prices = a.prices, .synthetic_seed = a.seed});
+  auto convention = market::ParseTraceConvention(a.trace_convention);
+  if (!convention.ok()) {
+    return Fail(InvalidArgumentError("--trace-convention: " + convention.status().message()));
+  }
+  auto traces = LoadSimMarket({.traces = a.traces,
+                               .prices = a.prices,
+                               .synthetic_seed = a.seed,
+                               .convention = *convention});
   if (!traces.ok()) return Fail(traces.status());
   if (traces->empty()) return Fail(InvalidArgumentError("no traces"));
   NoteHowTracesWereRead(*traces);

@@ -202,6 +202,25 @@ TEST_F(SimCliTest, SkyNomadTracesScoreAsTheirCountsDo) {
   EXPECT_DOUBLE_EQ(
       nlohmann::json::parse(e.out)["markets"][0]["policies"]["od"]["cost"]["mean"].get<double>(),
       4 * 2.5);
+  // SkyNomad's simulator reads flags without price_info too: named, they
+  // score as the counts do.
+  std::vector<std::string> bare;
+  for (size_t z = 0; z < zones.size(); ++z) {
+    std::string f;
+    for (int v : up[z]) f += (f.empty() ? "" : ",") + std::to_string(1 - v);
+    fs::create_directories(dir_ / "bare" / zones[z]);
+    fs::path p = dir_ / "bare" / zones[z] / "full.json";
+    std::ofstream(p) << R"({"metadata": {"gap_seconds": 3600}, "data": [)" << f << "]}";
+    bare.push_back(p.string());
+  }
+  ProcessResult g = eval(bare, {"--trace-convention", "preempted"});
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  auto jg = nlohmann::json::parse(g.out);
+  for (size_t m = 0; m < 3; ++m) {
+    EXPECT_DOUBLE_EQ(ja["markets"][m]["policies"]["mdp"]["cost"]["mean"].get<double>(),
+                     jg["markets"][m]["policies"]["mdp"]["cost"]["mean"].get<double>());
+  }
+  EXPECT_EQ(eval(bare, {"--trace-convention", "inverted"}).exit_code, 2);
   // A bad flag names its file and record.
   std::ofstream(dir_ / "sky" / zones[0] / "full.json")
       << R"({"metadata": {"gap_seconds": 3600, "price_info": {}}, "data": [0, 3]})";

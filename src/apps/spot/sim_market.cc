@@ -102,7 +102,7 @@ Status LoadPresent(const MarketFlags& flags, std::vector<market::Trace>& traces,
       traces.emplace_back();
       continue;
     }
-    auto t = market::LoadAvailabilityFile(path);
+    auto t = market::LoadAvailabilityFile(path, flags.convention);
     if (!t.ok()) return BadInput(what, t.status());
     if (t->pool.zone.empty()) {
       auto zone = ZoneOfName(t->name.substr(0, t->name.find('#')));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "market/loaders.h"
 #include "market/trace.h"
 
 namespace spot::cli {
@@ -27,6 +28,9 @@ struct MarketFlags {
   // > 0: synthetic prices (p3.2xlarge's, fitted) are scaled to this on-demand
   // price from p3.2xlarge's; 0: unscaled.
   double ondemand_price = 0;
+  // How the JSON traces' `data` read (market/loaders.h): auto tells
+  // SkyNomad's preempted flags by their metadata.price_info.
+  market::TraceConvention convention = market::TraceConvention::kAuto;
 };
 
 struct LoadedMarket {
