@@ -204,8 +204,19 @@ Status Controller::Impl::EnsureFleet(double now) {
 Result<bool> Controller::Impl::KeepForHandover(const InstanceRecord& r,
                                                const std::map<PoolRef, int>& ready,
                                                const GroupMembers& members, double now) {
-  // Only a leaving instance that trains is worth keeping.
-  if (r.provider_data.empty() || !members.formed.count(r.id)) return false;
+  // Only a leaving instance that trains is worth keeping. One kept that the
+  // group has re-formed without (the newcomers in its place, their first
+  // step not yet reported) has nothing left to hand over: it goes, and says so.
+  if (r.provider_data.empty() || !members.formed.count(r.id)) {
+    auto held = handover_held_since_wall.find(r.id);
+    if (held == handover_held_since_wall.end()) return false;
+    SPOT_RETURN_IF_ERROR(
+        Event(now, "handover", r.id,
+              fmt::format("the group re-formed without it {:.1f} wall s after the model had the "
+                          "newcomers ready; letting it go",
+                          WallNow() - held->second)));
+    return false;
+  }
   std::vector<std::string> late;
   for (const auto& [pool, n] : ready) {
     int with_group = 0;

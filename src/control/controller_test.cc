@@ -257,8 +257,12 @@ class HandoverTest : public ControllerTest {
 
   // `joins_after_wall_s`: when the spot workers join, in wall seconds after
   // the first hold (< 0: never). `members`: false runs without the
-  // predicate (the model's word alone).
-  Run RunHandover(double timeout_s, double joins_after_wall_s, bool members = true) {
+  // predicate (the model's word alone). `regroup`: when they join, a new
+  // generation forms of them alone, the training not yet in it (the
+  // on-demand workers are out of the group before the newcomers count as
+  // with it).
+  Run RunHandover(double timeout_s, double joins_after_wall_s, bool members = true,
+                  bool regroup = false) {
     SetMarket({Zone("us-east-1a", 0.9, {{0, 40}}, 300, 0)});
     spec_ = Spec(2, 2.6, "mdp");
     spec_.controller.handover_timeout_s = timeout_s;
@@ -267,8 +271,8 @@ class HandoverTest : public ControllerTest {
     ControllerDeps deps = Deps(&p, &p);
     auto first_hold_wall = std::make_shared<std::atomic<double>>(-1);
     if (members) {
-      deps.group_members = [this, joins_after_wall_s,
-                            first_hold_wall]() -> std::optional<GroupMembers> {
+      deps.group_members = [this, joins_after_wall_s, first_hold_wall,
+                            regroup]() -> std::optional<GroupMembers> {
         auto live = store_->Instances(spec_.name, true);
         auto events = store_->Events(spec_.name);
         if (!live.ok() || !events.ok()) return std::nullopt;
@@ -278,8 +282,9 @@ class HandoverTest : public ControllerTest {
         const bool spot_joined = *first_hold_wall >= 0 && joins_after_wall_s >= 0 &&
                                  WallNow() - *first_hold_wall >= joins_after_wall_s;
         GroupMembers m;  // generation 0: the stand-in training reports none
+        if (regroup && spot_joined) m.generation = 1;
         for (const InstanceRecord& r : *live) {
-          if (!r.spot || spot_joined) m.formed.insert(r.id);
+          if (regroup && spot_joined ? r.spot : !r.spot || spot_joined) m.formed.insert(r.id);
         }
         return m;
       };
@@ -346,6 +351,21 @@ TEST_F(HandoverTest, OnDemandIsKeptUntilTheSpotGangJoinsTheTraining) {
   std::vector<double> ends = OnDemandEnds();
   ASSERT_EQ(ends.size(), static_cast<size_t>(kNodes));
   for (double end : ends) EXPECT_GE(end, released_s + 3600 - kGap) << released_s;
+  ExpectLedgerExact();
+}
+
+// The group re-forms of the newcomers before the training reports a step in
+// it: the kept on-demand workers are out of it, so they go, each with its
+// "handover" (the e2e handover run once let one go without a word).
+TEST_F(HandoverTest, KeptOnDemandLeftOutOfANewGroupGoesAndSaysSo) {
+  Run run = RunHandover(/*timeout_s=*/30, /*joins_after_wall_s=*/1, true, /*regroup=*/true);
+  EXPECT_EQ(run.out.state, JobState::kSucceeded) << run.out.message;
+  ASSERT_GE(run.release_tick, 40);
+  EXPECT_EQ(Count(run.events, "handover-wait"), kNodes);
+  EXPECT_EQ(Count(run.events, "handover"), kNodes);
+  EXPECT_EQ(Count(run.events, "handover-timeout"), 0);
+  const double released_s = static_cast<double>(run.release_tick) * kGap;
+  for (double end : OnDemandEnds()) EXPECT_GE(end, released_s + 3600 - kGap);
   ExpectLedgerExact();
 }
 
