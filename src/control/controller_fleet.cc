@@ -204,18 +204,22 @@ Status Controller::Impl::EnsureFleet(double now) {
 Result<bool> Controller::Impl::KeepForHandover(const InstanceRecord& r,
                                                const std::map<PoolRef, int>& ready,
                                                const GroupMembers& members, double now) {
+  auto held = handover_held_since_wall.find(r.id);
+  // A kept instance that goes says why and after how long (its "handover").
+  auto handed_over = [&](const char* why) -> Result<bool> {
+    if (held != handover_held_since_wall.end()) {
+      SPOT_RETURN_IF_ERROR(Event(now, "handover", r.id,
+                                 fmt::format("{} {:.1f} wall s after the model had the newcomers "
+                                             "ready; letting it go",
+                                             why, WallNow() - held->second)));
+    }
+    return false;
+  };
   // Only a leaving instance that trains is worth keeping. One kept that the
   // group has re-formed without (the newcomers in its place, their first
-  // step not yet reported) has nothing left to hand over: it goes, and says so.
+  // step not yet reported) has nothing left to hand over.
   if (r.provider_data.empty() || !members.formed.count(r.id)) {
-    auto held = handover_held_since_wall.find(r.id);
-    if (held == handover_held_since_wall.end()) return false;
-    SPOT_RETURN_IF_ERROR(
-        Event(now, "handover", r.id,
-              fmt::format("the group re-formed without it {:.1f} wall s after the model had the "
-                          "newcomers ready; letting it go",
-                          WallNow() - held->second)));
-    return false;
+    return handed_over("the group re-formed without it");
   }
   std::vector<std::string> late;
   for (const auto& [pool, n] : ready) {
@@ -231,17 +235,7 @@ Result<bool> Controller::Impl::KeepForHandover(const InstanceRecord& r,
     }
     if (with_group < n) late.insert(late.end(), pending.begin(), pending.end());
   }
-  auto held = handover_held_since_wall.find(r.id);
-  if (late.empty()) {
-    if (held != handover_held_since_wall.end()) {
-      SPOT_RETURN_IF_ERROR(
-          Event(now, "handover", r.id,
-                fmt::format("the newcomers joined the group {:.1f} wall s after the model had them "
-                            "ready; letting it go",
-                            WallNow() - held->second)));
-    }
-    return false;
-  }
+  if (late.empty()) return handed_over("the newcomers joined the group");
   if (held == handover_held_since_wall.end()) {
     held = handover_held_since_wall.emplace(r.id, WallNow()).first;
     SPOT_RETURN_IF_ERROR(Event(

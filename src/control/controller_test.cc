@@ -308,6 +308,22 @@ class HandoverTest : public ControllerTest {
     return run;
   }
 
+  // Every on-demand instance kept past the tick the model let it go (by the
+  // 1 wall s, a simulated hour, its newcomers took to join), then handed
+  // over: one "handover-wait" and one "handover" each, no timeout.
+  void ExpectKeptUntilHandedOver(const Run& run) {
+    EXPECT_EQ(run.out.state, JobState::kSucceeded) << run.out.message;
+    ASSERT_GE(run.release_tick, 40) << "no make before break: the scenario is wrong";
+    EXPECT_EQ(Count(run.events, "handover-wait"), kNodes);
+    EXPECT_EQ(Count(run.events, "handover"), kNodes);
+    EXPECT_EQ(Count(run.events, "handover-timeout"), 0);
+    const double released_s = static_cast<double>(run.release_tick) * kGap;
+    std::vector<double> ends = OnDemandEnds();
+    ASSERT_EQ(ends.size(), static_cast<size_t>(kNodes));
+    for (double end : ends) EXPECT_GE(end, released_s + 3600 - kGap) << released_s;
+    ExpectLedgerExact();
+  }
+
   // The on-demand instances' ends, in simulated seconds.
   std::vector<double> OnDemandEnds() {
     std::vector<double> ends;
@@ -340,33 +356,15 @@ TEST(GroupMembersTest, AFormedNewcomerCountsOnceTheTrainingReportsItsGeneration)
 }
 
 TEST_F(HandoverTest, OnDemandIsKeptUntilTheSpotGangJoinsTheTraining) {
-  Run run = RunHandover(/*timeout_s=*/30, /*joins_after_wall_s=*/1);
-  EXPECT_EQ(run.out.state, JobState::kSucceeded) << run.out.message;
-  ASSERT_GE(run.release_tick, 40) << "no make before break: the scenario is wrong";
-  EXPECT_EQ(Count(run.events, "handover-wait"), kNodes);
-  EXPECT_EQ(Count(run.events, "handover"), kNodes);
-  EXPECT_EQ(Count(run.events, "handover-timeout"), 0);
-  // Kept 1 wall s (a simulated hour) past the tick the model let it go.
-  const double released_s = static_cast<double>(run.release_tick) * kGap;
-  std::vector<double> ends = OnDemandEnds();
-  ASSERT_EQ(ends.size(), static_cast<size_t>(kNodes));
-  for (double end : ends) EXPECT_GE(end, released_s + 3600 - kGap) << released_s;
-  ExpectLedgerExact();
+  ExpectKeptUntilHandedOver(RunHandover(/*timeout_s=*/30, /*joins_after_wall_s=*/1));
 }
 
 // The group re-forms of the newcomers before the training reports a step in
 // it: the kept on-demand workers are out of it, so they go, each with its
 // "handover" (the e2e handover run once let one go without a word).
 TEST_F(HandoverTest, KeptOnDemandLeftOutOfANewGroupGoesAndSaysSo) {
-  Run run = RunHandover(/*timeout_s=*/30, /*joins_after_wall_s=*/1, true, /*regroup=*/true);
-  EXPECT_EQ(run.out.state, JobState::kSucceeded) << run.out.message;
-  ASSERT_GE(run.release_tick, 40);
-  EXPECT_EQ(Count(run.events, "handover-wait"), kNodes);
-  EXPECT_EQ(Count(run.events, "handover"), kNodes);
-  EXPECT_EQ(Count(run.events, "handover-timeout"), 0);
-  const double released_s = static_cast<double>(run.release_tick) * kGap;
-  for (double end : OnDemandEnds()) EXPECT_GE(end, released_s + 3600 - kGap);
-  ExpectLedgerExact();
+  ExpectKeptUntilHandedOver(
+      RunHandover(/*timeout_s=*/30, /*joins_after_wall_s=*/1, true, /*regroup=*/true));
 }
 
 TEST_F(HandoverTest, AGangThatNeverJoinsIsWaitedForUpToTheTimeout) {

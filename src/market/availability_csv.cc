@@ -114,12 +114,7 @@ Result<Trace> LoadAvailabilityCsv(const std::string& path) {
   const std::filesystem::path p(path);
   trace.name = p.stem().string();
   trace.source = path;
-  const size_t us = trace.name.find('_');
-  if (us != std::string::npos && us > 0) {
-    Pool pool = PoolOfZone(trace.name.substr(0, us));
-    pool.instance_type = trace.name.substr(us + 1);
-    trace.pool = pool;
-  }
+  trace.pool = PoolOfTraceName(trace.name);
   return trace;
 }
 

@@ -16,16 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-// "<zone>_<kind>[_<n>]" -> zone and instance type ("v100_1", "c3-88").
-Pool PoolFromStem(const std::string& stem) {
-  Pool pool;
-  size_t us = stem.find('_');
-  if (us == std::string::npos || us == 0) return pool;
-  pool = PoolOfZone(stem.substr(0, us));
-  pool.instance_type = stem.substr(us + 1);
-  return pool;
-}
-
 std::string FormatCount(double v) { return std::to_string(static_cast<int64_t>(v)); }
 
 Status Bad(const std::string& file, const std::string& field, const std::string& reason) {
@@ -163,6 +153,14 @@ Pool PoolOfZone(const std::string& zone) {
   return pool;
 }
 
+Pool PoolOfTraceName(const std::string& name) {
+  size_t us = name.find('_');
+  if (us == std::string::npos || us == 0) return Pool{};
+  Pool pool = PoolOfZone(name.substr(0, us));
+  pool.instance_type = name.substr(us + 1);
+  return pool;
+}
+
 Result<Trace> LoadAvailabilityJson(const std::string& path, TraceConvention convention) {
   SPOT_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   const std::filesystem::path p(path);
@@ -185,7 +183,7 @@ Result<Trace> LoadAvailabilityJson(const std::string& path, TraceConvention conv
   trace.name = TraceName(p);
   trace.source = path;
   const std::string label = trace.name.substr(0, trace.name.find('#'));
-  trace.pool = PoolFromStem(label);
+  trace.pool = PoolOfTraceName(label);
   SPOT_RETURN_IF_ERROR(ReadSkyNomadMetadata(md, file, &trace));
   if (preempted) {
     trace.read_as = convention == TraceConvention::kAuto

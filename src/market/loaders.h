@@ -58,6 +58,9 @@ Result<TraceConvention> ParseTraceConvention(const std::string& name);
 // ("us-central1-a": gcp, region us-central1) zones give cloud and region;
 // any other name only the zone.
 Pool PoolOfZone(const std::string& zone);
+// The pool a trace's name gives: "<zone>_<kind>" -> PoolOfZone(zone) with
+// instance type <kind> ("us-east-1a_v100_1": "v100_1"); none without a '_'.
+Pool PoolOfTraceName(const std::string& name);
 
 // The most ticks a resampled trace may have (LoadAvailabilityCsv): a year of
 // one-second ticks.
