@@ -111,6 +111,7 @@ void ReadRunSpecFields(SpecReader& top, RunSpec* out) {
   r.Int("nodes", &s.resources.nodes, {.min = 1, .max = 64});
   r.Int("min_nodes", &s.resources.min_nodes, {.min = 1, .max = 64});
   r.Double("ondemand_price", &s.resources.ondemand_price, {.min = 0, .min_exclusive = true});
+  s.resources.ondemand_price_given = r.Has("ondemand_price");
   r.Double("changeover_hours", &s.resources.changeover_hours, {.min = 0});
   if (s.resources.min_nodes > s.resources.nodes) {
     r.AddError("min_nodes", "must be <= nodes (" + std::to_string(s.resources.nodes) + ")");
@@ -120,6 +121,7 @@ void ReadRunSpecFields(SpecReader& top, RunSpec* out) {
 
   SpecReader& m = top.Section("market");
   m.StringList("traces", &s.market.traces);
+  m.Enum("trace_convention", &s.market.trace_convention, {"auto", "available", "preempted"});
   m.String("prices", &s.market.prices);
   m.Enum("when_missing", &s.market.when_missing, {"synthetic", "error"});
   m.Int("synthetic_seed", &s.market.synthetic_seed, {.min = 0});

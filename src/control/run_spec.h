@@ -22,14 +22,20 @@ struct ResourcesSpec {
   std::vector<std::string> zones;  // candidate zones by name; empty: every zone of the market
   int64_t nodes = 2;               // workers, held as one gang (>= 1)
   int64_t min_nodes = 1;           // training goes on with at least this many (<= nodes)
-  double ondemand_price = 3.06;    // $ per instance-hour on demand (> 0)
-  double changeover_hours = 0.05;  // what the policy assumes entering an instance costs
+  // $ per instance-hour on demand (> 0). A job file that does not give it is
+  // priced at what the market's traces record (LoadRunMarket), else 3.06.
+  double ondemand_price = 3.06;
+  bool ondemand_price_given = false;  // the job file gives ondemand_price
+  double changeover_hours = 0.05;     // what the policy assumes entering an instance costs
 };
 
 struct MarketSpec {
-  // Availability JSON files, one per zone, each named "<zone>_<kind>.json"
+  // Availability JSON or probe CSV files, one per zone, each named "<zone>_<kind>.json"
   // or "<zone>.json"; none: the default synthetic market.
   std::vector<std::string> traces;
+  // How the traces' `data` read (market/loaders.h): auto | available (counts
+  // of instances a probe got) | preempted (1 = no spot, SkyNomad's flags).
+  std::string trace_convention = "auto";
   std::string prices;  // spot price change points (CSV); "" = none
   // A named trace or price file that does not exist: "error", or
   // "synthetic": synthetic data stands in for that file alone (a trace for

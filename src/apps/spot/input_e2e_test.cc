@@ -155,5 +155,27 @@ TEST_F(InputTest, MalformedTracesAreRefused) {
                 {"dupjob.yaml", "us-east-1b_v100_1.json: data: given twice"}, "spot run");
 }
 
+// A job has one on-demand price: zones whose traces record different ones
+// need resources.ondemand_price; market.trace_convention takes three names.
+TEST_F(InputTest, TracesThatDisagreeOnTheOnDemandPriceNeedOne) {
+  std::string traces;
+  for (const auto& [zone, price] : {std::pair{"zone-a", 6.0}, {"zone-b", 7.0}}) {
+    fs::path p = WriteFile(std::string(zone) + "_gpu_1.json",
+                           fmt::format(R"({{"metadata": {{"gap_seconds": 60, "price_info":
+                               {{"price": 1.0, "on_demand_price": {}}}}}, "data": [0, 1, 0]}})",
+                                       price));
+    traces += (traces.empty() ? "" : ", ") + p.string();
+  }
+  fs::path job = WriteJob("twoprices", RunYaml(traces, ""));
+  ExpectRefused(Run({"run", job.string()}, "twoprices"),
+                {"twoprices.yaml: resources.ondemand_price: not given, and the zones' traces "
+                 "record different on-demand prices (zone-a $6/h, zone-b $7/h)"},
+                "two recorded prices");
+  job = WriteJob("convention", RunYaml(traces, "  trace_convention: flags\n"));
+  ExpectRefused(Run({"run", job.string()}, "convention"),
+                {"convention.yaml:", "market.trace_convention", "flags"}, "trace_convention");
+  EXPECT_FALSE(fs::exists(dir_ / "out")) << "nothing is started for a bad job";
+}
+
 }  // namespace
 }  // namespace spot::testing

@@ -60,6 +60,7 @@ Result<JobRecords> OpenRecords(const std::string& job_path) {
                     job_path, r.job.run.name, db, job_path));
   }
   SPOT_ASSIGN_OR_RETURN(r.market, LoadRunMarket(r.job.run));
+  r.job.run.resources.ondemand_price = r.market.ondemand_price;
   SPOT_ASSIGN_OR_RETURN(r.store, control::JobStore::Open(db));
   SPOT_ASSIGN_OR_RETURN(std::optional<control::JobRecord> rec, r.store->GetJob(r.job.run.name));
   if (!rec) return NotFoundError(fmt::format("{}: {} has no job {}", job_path, db, r.job.run.name));

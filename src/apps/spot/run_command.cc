@@ -374,6 +374,7 @@ Result<CheckedJob> CheckJob(const std::string& path) {
   CheckedJob c;
   SPOT_ASSIGN_OR_RETURN(c.job, LoadJob(path));
   SPOT_ASSIGN_OR_RETURN(c.market, LoadRunMarket(c.job.run));
+  c.job.run.resources.ondemand_price = c.market.ondemand_price;
   SPOT_RETURN_IF_ERROR(control::ValidateJob(c.job.run));
   c.state_dir = JobStateDir(c.job);
   if (c.job.run.command.enabled()) {

@@ -529,6 +529,51 @@ TEST_F(RunTest, MissingFilesStandInOnlyForThemselves) {
   }
 }
 
+// SkyNomad's trace files (data are preempted flags, metadata.price_info holds
+// the prices) read as they mean: zones flagged preempted at every tick have
+// no spot, and a job file without resources.ondemand_price is priced at the
+// on-demand price the traces record. zone-b's file has no price_info, which
+// `auto` would read as counts (spot at every tick): market.trace_convention
+// names how its flags read.
+TEST_F(RunTest, SkyNomadTracesRunAtTheirRecordedPrice) {
+  std::string traces;
+  for (const std::string zone : {"zone-a", "zone-b"}) {
+    fs::create_directories(dir_ / (zone + "_v100_1"));
+    const fs::path trace = dir_ / (zone + "_v100_1") / "full.json";
+    json sky = {{"metadata", {{"gap_seconds", 60}}}, {"data", std::vector<int>(kTicks, 1)}};
+    if (zone == "zone-a") {
+      sky["metadata"]["price_info"] = {{"price", 1.0}, {"on_demand_price", 6.0}};
+    }
+    std::ofstream(trace) << sky.dump();
+    traces += "    - " + trace.string() + "\n";
+  }
+  auto job = RunJob("sky", "  trace_convention: preempted\n", "", 100);
+  Edit(job, "  ondemand_price: 3.0\n", "");
+  Edit(job, "  traces:\n", "  traces:\n" + traces);
+  // A deadline that soon puts the job on on-demand: 3 h would be idle waits.
+  Edit(job, "deadline_hours: 3\n", "deadline_hours: 0.45\n");
+  ProcessResult r = Spot({"run", job.string()}, "sky");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json s = Summary("sky");
+  EXPECT_NE(s["market"].get<std::string>().find("on-demand $6/h, as the traces record"),
+            std::string::npos)
+      << s["market"];
+  auto store = Store("sky");
+  ASSERT_NE(store, nullptr);
+  auto instances = store->Instances("sky", false);
+  auto ledger = store->Ledger("sky");
+  ASSERT_TRUE(instances.ok() && ledger.ok());
+  ASSERT_FALSE(instances->empty());
+  for (const control::InstanceRecord& i : *instances) {
+    EXPECT_FALSE(i.spot) << i.id << " ran on spot in " << i.zone_name
+                         << ", flagged preempted at every tick";
+  }
+  ASSERT_FALSE(ledger->empty());
+  for (const control::LedgerEntry& e : *ledger) {
+    EXPECT_DOUBLE_EQ(e.usd_per_hour, 6.0) << e.instance_id;
+  }
+}
+
 // The summary's SpotSim prediction runs the job at the speed the run measured,
 // not at the job file's compute_hours (here 2.5 h for a few minutes of work):
 // so it is comparable with what the run cost; the estimate's is shown beside it.

@@ -1,6 +1,7 @@
 #include "apps/spot/run_market.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -31,18 +32,55 @@ std::string Describe(const control::MarketSpec& m, const std::vector<market::Tra
   return out;
 }
 
+// The job's on-demand price: resources.ondemand_price when the job file gives
+// it; else the price the candidate zones' traces record (SkyNomad's trace
+// files carry one), which must agree, as a job has one on-demand price; else
+// the field's default. `note` says where it came from when traces record one.
+Result<double> OnDemandPriceOf(const control::RunSpec& spec,
+                               const std::vector<market::Trace>& zones, std::string* note) {
+  std::vector<std::string> recorded;
+  double price = 0;
+  bool differ = false;
+  for (const market::Trace& t : zones) {
+    if (!(t.ondemand_price > 0)) continue;
+    recorded.push_back(fmt::format("{} ${:.4g}/h", t.pool.zone, t.ondemand_price));
+    differ |= price > 0 && t.ondemand_price != price;
+    price = t.ondemand_price;
+  }
+  const double given = spec.resources.ondemand_price;
+  if (spec.resources.ondemand_price_given || recorded.empty()) {
+    if (!recorded.empty() && (differ || price != given)) {
+      *note = fmt::format("on-demand ${:.4g}/h (resources.ondemand_price; the traces record {})",
+                          given, fmt::join(recorded, ", "));
+    }
+    return given;
+  }
+  if (differ) {
+    return InvalidArgumentError(fmt::format(
+        "{}: resources.ondemand_price: not given, and the zones' traces record different "
+        "on-demand prices ({}); a job has one: name it",
+        spec.source, fmt::join(recorded, ", ")));
+  }
+  *note = fmt::format("on-demand ${:.4g}/h, as the traces record", price);
+  return price;
+}
+
 }  // namespace
 
 Result<RunMarket> LoadRunMarket(const control::RunSpec& spec) {
   const control::MarketSpec& m = spec.market;
   RunMarket out;
+  // The reader of the job file allowed only the three names.
+  SPOT_ASSIGN_OR_RETURN(market::TraceConvention convention,
+                        market::ParseTraceConvention(m.trace_convention));
   auto loaded = LoadMarket({.traces = m.traces,
                             .prices = m.prices,
                             .synthetic_seed = static_cast<uint64_t>(m.synthetic_seed),
                             .traces_name = spec.source + ": market.traces:",
                             .prices_name = spec.source + ": market.prices:",
                             .synthesize_missing = m.when_missing == "synthetic",
-                            .ondemand_price = spec.resources.ondemand_price});
+                            .ondemand_price = spec.resources.ondemand_price,
+                            .convention = convention});
   if (!loaded.ok()) return loaded.status();
   out.synthetic = m.traces.empty();
   out.stand_ins = std::move(loaded->stand_ins);
@@ -85,7 +123,10 @@ Result<RunMarket> LoadRunMarket(const control::RunSpec& spec) {
         fmt::format("{}: market.start_tick: {} is past the market's {} ticks", spec.source,
                     m.start_tick, first.ticks()));
   }
+  std::string od_note;
+  SPOT_ASSIGN_OR_RETURN(out.ondemand_price, OnDemandPriceOf(spec, out.zones, &od_note));
   out.description = Describe(m, out.zones, loaded->missing);
+  if (!od_note.empty()) out.description += "; " + od_note;
   return out;
 }
 

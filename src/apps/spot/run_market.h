@@ -2,7 +2,8 @@
 // when it names none), the candidate zones, the capacity scale. With
 // `market.when_missing: synthetic`, synthetic data stands in for each named
 // file that is missing, and for that file only: the zones stay those the job
-// names (see LoadMarket in sim_market.h). Errors name the job file and field
+// names (see LoadMarket in sim_market.h). The traces read by
+// market.trace_convention. Errors name the job file and field
 // (market.traces, market.prices, resources.zones, ...; exit 2).
 #pragma once
 
@@ -24,6 +25,10 @@ struct RunMarket {
   // warnings and the run's summary).
   std::vector<std::string> stand_ins;
   int capacity_scale = 1;
+  // $ per instance-hour on demand: resources.ondemand_price when the job file
+  // gives it, else what the zones' traces record, else the field's default.
+  // The caller sets the job's resources.ondemand_price to it.
+  double ondemand_price = 0;
   bool synthetic = false;  // the job names no trace: the default synthetic market
 };
 
