@@ -104,6 +104,15 @@ class MdpPolicy final : public Policy {
         view.changeover_left_hours = spot_left;
         return obs.Gang(plan(view));
       }
+      // Without history UP's rule plans: it leaves on-demand once ahead of
+      // its line by 2d, and on spot it stays while spot is usable. A start
+      // under way is kept likewise: asked again from on-demand, a progress
+      // stall of a tick (an evaluation, a re-form in a real training) put
+      // the job behind that line and dropped the start, to begin it anew
+      // ticks later.
+      if (!solution_ && Usable(obs.market, spot_zone, obs.market.now(), job_.ondemand_price)) {
+        return OnDemandWhileSpotStarts(spot_zone, n);
+      }
       view.current = Placement::OnDemand();
       view.changeover_left_hours = od_left;
       p = plan(view);

@@ -371,8 +371,25 @@ TEST_F(MdpRules, WithoutHistoryLeavesOnDemandForSpotOnlyAndMakeBeforeBreak) {
   const std::vector<fleet::Instance> od = {
       {.id = 1, .pool = fleet::PoolRef::OnDemand(), .state = fleet::InstanceState::kRunning}};
   mdp->Start({.job = job_, .market = m, .start_tick = 19});
-  EXPECT_EQ(FleetName(mdp->Decide(ObserveFleet(12, job_, 1.9, false, m, od, {})).fleet, 1),
-            FleetName(OnDemandWhileSpotStarts(0, 1).fleet, 1));
+  const std::string both = FleetName(OnDemandWhileSpotStarts(0, 1).fleet, 1);
+  EXPECT_EQ(FleetName(mdp->Decide(ObserveFleet(12, job_, 1.9, false, m, od, {})).fleet, 1), both);
+  // A start under way is kept while spot stays usable, though a progress
+  // stall puts the job behind UP's line by 2d (1.7 h done at 2 h, the line
+  // at 2.4 h is 1.71 h), where UP asked from on-demand stays on it.
+  std::vector<fleet::Instance> starting = od;
+  starting.push_back({.id = 2,
+                      .pool = fleet::PoolRef::Spot(0),
+                      .state = fleet::InstanceState::kStarting,
+                      .startup_left_hours = 0.2});
+  EXPECT_EQ(DecideAt(*up, 19, Placement::OnDemand(), 1.7, 2), Placement::OnDemand());
+  mdp->Start({.job = job_, .market = m, .start_tick = 19});
+  EXPECT_EQ(FleetName(mdp->Decide(ObserveFleet(12, job_, 1.7, false, m, starting, {})).fleet, 1),
+            both);
+  // Spot gone meanwhile: the job stays on on-demand.
+  trace_.available.back() = 0;
+  mdp->Start({.job = job_, .market = m, .start_tick = 19});
+  EXPECT_EQ(TargetOf(mdp->Decide(ObserveFleet(12, job_, 1.7, false, m, starting, {}))),
+            Placement::OnDemand());
 }
 
 TEST(MdpRegistry, TunablesStartAtTheDefaultsAndCreate) {
