@@ -169,7 +169,7 @@ TEST_F(InputTest, TracesThatDisagreeOnTheOnDemandPriceNeedOne) {
   fs::path job = WriteJob("twoprices", RunYaml(traces, ""));
   ExpectRefused(Run({"run", job.string()}, "twoprices"),
                 {"twoprices.yaml: resources.ondemand_price: not given, and the zones' traces "
-                 "record different on-demand prices (zone-a $6/h, zone-b $7/h)"},
+                 "record different on-demand prices (zone-a_gpu_1 $6/h, zone-b_gpu_1 $7/h)"},
                 "two recorded prices");
   job = WriteJob("convention", RunYaml(traces, "  trace_convention: flags\n"));
   ExpectRefused(Run({"run", job.string()}, "convention"),

@@ -38,31 +38,23 @@ std::string Describe(const control::MarketSpec& m, const std::vector<market::Tra
 // the field's default. `note` says where it came from when traces record one.
 Result<double> OnDemandPriceOf(const control::RunSpec& spec,
                                const std::vector<market::Trace>& zones, std::string* note) {
-  std::vector<std::string> recorded;
-  double price = 0;
-  bool differ = false;
-  for (const market::Trace& t : zones) {
-    if (!(t.ondemand_price > 0)) continue;
-    recorded.push_back(fmt::format("{} ${:.4g}/h", t.pool.zone, t.ondemand_price));
-    differ |= price > 0 && t.ondemand_price != price;
-    price = t.ondemand_price;
-  }
+  const RecordedOnDemand r = RecordedOnDemandPrices(zones);
   const double given = spec.resources.ondemand_price;
-  if (spec.resources.ondemand_price_given || recorded.empty()) {
-    if (!recorded.empty() && (differ || price != given)) {
+  if (spec.resources.ondemand_price_given || r.with == 0) {
+    if (r.with > 0 && (r.differ || r.price != given)) {
       *note = fmt::format("on-demand ${:.4g}/h (resources.ondemand_price; the traces record {})",
-                          given, fmt::join(recorded, ", "));
+                          given, fmt::join(r.labels, ", "));
     }
     return given;
   }
-  if (differ) {
+  if (r.differ) {
     return InvalidArgumentError(fmt::format(
         "{}: resources.ondemand_price: not given, and the zones' traces record different "
         "on-demand prices ({}); a job has one: name it",
-        spec.source, fmt::join(recorded, ", ")));
+        spec.source, fmt::join(r.labels, ", ")));
   }
-  *note = fmt::format("on-demand ${:.4g}/h, as the traces record", price);
-  return price;
+  *note = fmt::format("on-demand ${:.4g}/h, as the traces record", r.price);
+  return r.price;
 }
 
 }  // namespace

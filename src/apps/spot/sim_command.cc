@@ -177,38 +177,29 @@ void NoteHowTracesWereRead(const std::vector<market::Trace>& traces) {
 Result<OnDemandPricing> ResolveOnDemandPrice(const std::vector<market::Trace>& traces, double flag,
                                              bool multi_zone) {
   constexpr double kDefaultOnDemandPrice = 3;
-  std::vector<std::string> recorded;
-  size_t with = 0;
-  bool differ = false;
-  for (const auto& t : traces) {
-    recorded.push_back(t.ondemand_price > 0 ? fmt::format("{} ${:.4g}/h", t.name, t.ondemand_price)
-                                            : t.name + " none");
-    with += t.ondemand_price > 0 ? 1 : 0;
-    differ |= t.ondemand_price != traces[0].ondemand_price;
-  }
+  const RecordedOnDemand r = RecordedOnDemandPrices(traces);
   if (flag > 0) {
-    if (with > 0) {
+    if (r.with > 0) {
       fmt::print(stderr, "note: on-demand at --ondemand-price ${:.4g}/h; the traces record {}\n",
-                 flag, fmt::join(recorded, ", "));
+                 flag, fmt::join(r.labels, ", "));
     }
     return OnDemandPricing{.k = flag};
   }
-  if (with == 0) return OnDemandPricing{.k = kDefaultOnDemandPrice};
-  if (with < traces.size() || (differ && multi_zone)) {
+  if (r.with == 0) return OnDemandPricing{.k = kDefaultOnDemandPrice};
+  if (r.with < traces.size() || (r.differ && multi_zone)) {
     return InvalidArgumentError(fmt::format(
         "--ondemand-price: not given, and the traces record {} on-demand prices ({}); {}: name "
         "the price",
-        with < traces.size() ? "not all" : "different", fmt::join(recorded, ", "),
+        r.with < traces.size() ? "not all" : "different", fmt::join(r.labels, ", "),
         multi_zone ? "a multi-zone market prices on-demand once" : "a market needs one"));
   }
-  if (differ) {
+  if (r.differ) {
     fmt::print(stderr, "note: each zone's on-demand at the price its trace records: {}\n",
-               fmt::join(recorded, ", "));
-    return OnDemandPricing{.k = traces[0].ondemand_price, .per_market = true};
+               fmt::join(r.labels, ", "));
+    return OnDemandPricing{.k = r.price, .per_market = true};
   }
-  fmt::print(stderr, "note: on-demand at ${:.4g}/h, the price the traces record\n",
-             traces[0].ondemand_price);
-  return OnDemandPricing{.k = traces[0].ondemand_price};
+  fmt::print(stderr, "note: on-demand at ${:.4g}/h, the price the traces record\n", r.price);
+  return OnDemandPricing{.k = r.price};
 }
 
 // The job on market `zones`: JobOf(a), at their recorded on-demand price

@@ -185,6 +185,19 @@ Result<LoadedMarket> LoadMarket(const MarketFlags& flags) {
   return out;
 }
 
+RecordedOnDemand RecordedOnDemandPrices(const std::vector<market::Trace>& traces) {
+  RecordedOnDemand r;
+  for (const market::Trace& t : traces) {
+    const double p = t.ondemand_price;
+    r.labels.push_back(p > 0 ? fmt::format("{} ${:.4g}/h", t.name, p) : t.name + " none");
+    if (!(p > 0)) continue;
+    ++r.with;
+    r.differ |= r.price > 0 && p != r.price;
+    if (r.price == 0) r.price = p;
+  }
+  return r;
+}
+
 Result<std::vector<market::Trace>> LoadSimMarket(const MarketFlags& flags) {
   SPOT_ASSIGN_OR_RETURN(LoadedMarket m, LoadMarket(flags));
   return std::move(m.zones);

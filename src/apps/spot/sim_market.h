@@ -63,4 +63,14 @@ Result<LoadedMarket> LoadMarket(const MarketFlags& flags);
 // LoadMarket's zones, for `spot sim`.
 Result<std::vector<market::Trace>> LoadSimMarket(const MarketFlags& flags);
 
+// The on-demand prices traces record (SkyNomad's metadata.price_info), for
+// `spot sim` and `spot run` to choose from and to name in their messages.
+struct RecordedOnDemand {
+  std::vector<std::string> labels;  // per trace: "<name> $p/h", or "<name> none"
+  size_t with = 0;                  // traces that record one
+  double price = 0;                 // the first recorded; 0: none
+  bool differ = false;              // two traces record different ones
+};
+RecordedOnDemand RecordedOnDemandPrices(const std::vector<market::Trace>& traces);
+
 }  // namespace spot::cli
