@@ -534,7 +534,9 @@ TEST_F(RunTest, MissingFilesStandInOnlyForThemselves) {
 // no spot, and a job file without resources.ondemand_price is priced at the
 // on-demand price the traces record. zone-b's file has no price_info, which
 // `auto` would read as counts (spot at every tick): market.trace_convention
-// names how its flags read.
+// names how its flags read. Its spot prices, from a price file that is
+// missing, are synthetic stand-ins scaled to that recorded price, not to the
+// field's default.
 TEST_F(RunTest, SkyNomadTracesRunAtTheirRecordedPrice) {
   std::string traces;
   for (const std::string zone : {"zone-a", "zone-b"}) {
@@ -549,6 +551,8 @@ TEST_F(RunTest, SkyNomadTracesRunAtTheirRecordedPrice) {
   }
   auto job = RunJob("sky", "  trace_convention: preempted\n", "", 100);
   Edit(job, "  ondemand_price: 3.0\n", "");
+  Edit(job, "  when_missing: error\n",
+       "  when_missing: synthetic\n  prices: " + (dir_ / "absent.csv").string() + "\n");
   Edit(job, "  traces:\n", "  traces:\n" + traces);
   // A deadline that soon puts the job on on-demand: 3 h would be idle waits.
   Edit(job, "deadline_hours: 3\n", "deadline_hours: 0.45\n");
@@ -558,6 +562,11 @@ TEST_F(RunTest, SkyNomadTracesRunAtTheirRecordedPrice) {
   EXPECT_NE(s["market"].get<std::string>().find("on-demand $6/h, as the traces record"),
             std::string::npos)
       << s["market"];
+  ASSERT_EQ(s["market_stand_ins"].size(), 1u) << s["market_stand_ins"];
+  EXPECT_NE(s["market_stand_ins"][0].get<std::string>().find(
+                "scaled to the on-demand price $6.00) stand in for it in zones zone-b"),
+            std::string::npos)
+      << s["market_stand_ins"];
   auto store = Store("sky");
   ASSERT_NE(store, nullptr);
   auto instances = store->Instances("sky", false);

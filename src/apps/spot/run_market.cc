@@ -57,6 +57,27 @@ Result<double> OnDemandPriceOf(const control::RunSpec& spec,
   return r.price;
 }
 
+// The job file's candidate zones of `traces`, in its order (every zone when
+// it names none).
+Result<std::vector<market::Trace>> CandidateZones(const control::RunSpec& spec,
+                                                  std::vector<market::Trace> traces) {
+  if (spec.resources.zones.empty()) return traces;
+  std::vector<market::Trace> out;
+  for (const std::string& name : spec.resources.zones) {
+    auto it = std::find_if(traces.begin(), traces.end(),
+                           [&](const market::Trace& t) { return t.pool.zone == name; });
+    if (it == traces.end()) {
+      std::string known;
+      for (const market::Trace& t : traces) known += (known.empty() ? "" : ", ") + t.pool.zone;
+      return InvalidArgumentError(
+          fmt::format("{}: resources.zones: no zone '{}' in the market (it has: {})", spec.source,
+                      name, known));
+    }
+    out.push_back(*it);
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<RunMarket> LoadRunMarket(const control::RunSpec& spec) {
@@ -65,35 +86,31 @@ Result<RunMarket> LoadRunMarket(const control::RunSpec& spec) {
   // The reader of the job file allowed only the three names.
   SPOT_ASSIGN_OR_RETURN(market::TraceConvention convention,
                         market::ParseTraceConvention(m.trace_convention));
-  auto loaded = LoadMarket({.traces = m.traces,
-                            .prices = m.prices,
-                            .synthetic_seed = static_cast<uint64_t>(m.synthetic_seed),
-                            .traces_name = spec.source + ": market.traces:",
-                            .prices_name = spec.source + ": market.prices:",
-                            .synthesize_missing = m.when_missing == "synthetic",
-                            .ondemand_price = spec.resources.ondemand_price,
-                            .convention = convention});
-  if (!loaded.ok()) return loaded.status();
-  out.synthetic = m.traces.empty();
-  out.stand_ins = std::move(loaded->stand_ins);
-  std::vector<market::Trace>& traces = loaded->zones;
-  // Candidate zones, in the job file's order.
-  if (spec.resources.zones.empty()) {
-    out.zones = std::move(traces);
-  } else {
-    for (const std::string& name : spec.resources.zones) {
-      auto it = std::find_if(traces.begin(), traces.end(),
-                             [&](const market::Trace& t) { return t.pool.zone == name; });
-      if (it == traces.end()) {
-        std::string known;
-        for (const market::Trace& t : traces) known += (known.empty() ? "" : ", ") + t.pool.zone;
-        return InvalidArgumentError(
-            fmt::format("{}: resources.zones: no zone '{}' in the market (it has: {})", spec.source,
-                        name, known));
-      }
-      out.zones.push_back(*it);
-    }
+  MarketFlags flags{.traces = m.traces,
+                    .prices = m.prices,
+                    .synthetic_seed = static_cast<uint64_t>(m.synthetic_seed),
+                    .traces_name = spec.source + ": market.traces:",
+                    .prices_name = spec.source + ": market.prices:",
+                    .synthesize_missing = m.when_missing == "synthetic",
+                    .ondemand_price = spec.resources.ondemand_price,
+                    .convention = convention};
+  SPOT_ASSIGN_OR_RETURN(LoadedMarket loaded, LoadMarket(flags));
+  SPOT_ASSIGN_OR_RETURN(out.zones, CandidateZones(spec, loaded.zones));
+  std::string od_note;
+  SPOT_ASSIGN_OR_RETURN(out.ondemand_price, OnDemandPriceOf(spec, out.zones, &od_note));
+  // Synthetic spot prices standing in for a missing price file are scaled to
+  // the on-demand price; when that is the traces' and not the job file's, the
+  // market is drawn again at it (the same seed: only the scale moves).
+  const bool prices_stood_in =
+      !m.prices.empty() &&
+      std::find(loaded.missing.begin(), loaded.missing.end(), m.prices) != loaded.missing.end();
+  if (prices_stood_in && out.ondemand_price != flags.ondemand_price) {
+    flags.ondemand_price = out.ondemand_price;
+    SPOT_ASSIGN_OR_RETURN(loaded, LoadMarket(flags));
+    SPOT_ASSIGN_OR_RETURN(out.zones, CandidateZones(spec, loaded.zones));
   }
+  out.synthetic = m.traces.empty();
+  out.stand_ins = std::move(loaded.stand_ins);
   // Probe traces (0/1: "a spot instance could be had") stand for the gang.
   int32_t max_count = 0;
   for (const market::Trace& t : out.zones) {
@@ -115,9 +132,7 @@ Result<RunMarket> LoadRunMarket(const control::RunSpec& spec) {
         fmt::format("{}: market.start_tick: {} is past the market's {} ticks", spec.source,
                     m.start_tick, first.ticks()));
   }
-  std::string od_note;
-  SPOT_ASSIGN_OR_RETURN(out.ondemand_price, OnDemandPriceOf(spec, out.zones, &od_note));
-  out.description = Describe(m, out.zones, loaded->missing);
+  out.description = Describe(m, out.zones, loaded.missing);
   if (!od_note.empty()) out.description += "; " + od_note;
   return out;
 }
