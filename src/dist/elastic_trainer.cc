@@ -21,6 +21,7 @@
 #include "core/progress.h"
 #include "dist/c10d_stores.h"
 #include "dist/compression.h"
+#include "dist/gloo_group.h"
 #include "dist/gloo_sync.h"
 #include "dist/rendezvous.h"
 #include "dist/state_sync.h"
@@ -119,6 +120,7 @@ class Worker {
 
   RendezvousBackend backend_;
   std::unique_ptr<Rendezvous> rdzv_;
+  GlooGroupBuilder groups_;  // joins abandoned builds when the worker ends
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
   std::unique_ptr<GlooSync> sync_;
   std::vector<double> weights_;
@@ -175,15 +177,28 @@ Status Worker::FormGroup(const Generation& g) {
   sync_.reset();
   pg_.reset();
   const train::DistributedSpec& d = spec_.distributed;
-  try {
-    auto o = c10d::ProcessGroupGloo::Options::create(Ms(d.collective_timeout_s));
-    o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(opt_.host));
-    auto store =
-        c10::make_intrusive<c10d::PrefixStore>(g.store_prefix(spec_.name), backend_.group_store);
-    pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, g.rank, g.world_size(), o);
-  } catch (const std::exception& e) {
-    return AbortedError(fmt::format("forming generation {}: {}", g.number, e.what()));
+  // A member whose liveness lapsed while the group is built (SIGKILLed after
+  // the rendezvous formed it) would hold the others for Gloo's connect
+  // timeout, five times the group's: the build is abandoned instead.
+  auto gone = [&]() -> std::string {
+    for (const MemberInfo& m : g.members) {
+      if (m.id == opt_.id) continue;
+      Result<bool> alive = backend_.kv->IsAlive(m.id);
+      if (alive.ok() && !*alive) return m.id;
+    }
+    return "";
+  };
+  auto store =
+      c10::make_intrusive<c10d::PrefixStore>(g.store_prefix(spec_.name), backend_.group_store);
+  auto pg = groups_.Build(std::move(store), g.rank, g.world_size(),
+                          {.host = opt_.host,
+                           .timeout = Ms(d.collective_timeout_s),
+                           .poll = std::max(Ms(d.liveness_ttl_s) / 12, Ms(0.05))},
+                          gone);
+  if (!pg.ok()) {
+    return AbortedError(fmt::format("forming generation {}: {}", g.number, pg.status().message()));
   }
+  pg_ = std::move(pg).value();
   SPOT_ASSIGN_OR_RETURN(Compression kind, ParseCompression(d.compression));
   CompressionOptions co{.kind = kind,
                         .powersgd_rank = static_cast<int>(d.powersgd_rank),
