@@ -5,7 +5,7 @@
 // publishes its address in the store, waits for the others' (the group's
 // timeout), then connects to every peer, waiting up to five times the group's
 // timeout for a peer that should connect to it. A member SIGKILLed in between
-// holds the others for that long (15 s with the 3 s timeout `spot run` uses),
+// holds the others for that long (50 s at the default `collective_timeout_s`),
 // and no shorter timeout can be given to the connect alone. Here the group is
 // built on a thread of its own while the caller asks `gone()` every `poll`
 // whether a member's liveness has lapsed; when it names one, the build is
