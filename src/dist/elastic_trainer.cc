@@ -180,14 +180,7 @@ Status Worker::FormGroup(const Generation& g) {
   // A member whose liveness lapsed while the group is built (SIGKILLed after
   // the rendezvous formed it) would hold the others for Gloo's connect
   // timeout, five times the group's: the build is abandoned instead.
-  auto gone = [&]() -> std::string {
-    for (const MemberInfo& m : g.members) {
-      if (m.id == opt_.id) continue;
-      Result<bool> alive = backend_.kv->IsAlive(m.id);
-      if (alive.ok() && !*alive) return m.id;
-    }
-    return "";
-  };
+  auto gone = [&] { return FirstMemberGone(backend_.kv.get(), g, opt_.id); };
   auto store =
       c10::make_intrusive<c10d::PrefixStore>(g.store_prefix(spec_.name), backend_.group_store);
   auto pg = groups_.Build(std::move(store), g.rank, g.world_size(),

@@ -31,8 +31,8 @@ namespace spot::dist {
 class GlooGroupBuilder {
  public:
   struct Options {
-    std::string host = "127.0.0.1";     // the address this rank's Gloo device binds
-    std::chrono::milliseconds timeout;  // the group's (Gloo's) timeout
+    std::string host = "127.0.0.1";            // the address this rank's Gloo device binds
+    std::chrono::milliseconds timeout{10000};  // the group's (Gloo's) timeout
     std::chrono::milliseconds poll{100};
   };
 

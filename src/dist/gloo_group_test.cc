@@ -44,13 +44,7 @@ std::vector<RankResult> BuildGroups(int world, const std::function<bool(int)>& d
         ASSERT_TRUE(r.Leave().ok());
         return;
       }
-      auto gone = [&]() -> std::string {
-        for (const MemberInfo& m : g->members) {
-          Result<bool> alive = kv->IsAlive(m.id);
-          if (m.id != me && alive.ok() && !*alive) return m.id;
-        }
-        return "";
-      };
+      auto gone = [&] { return FirstMemberGone(kv.get(), *g, me); };
       GlooGroupBuilder builder;
       auto store = c10::make_intrusive<c10d::PrefixStore>(g->store_prefix("t"), group_store);
       auto pg = builder.Build(store, g->rank, g->world_size(),

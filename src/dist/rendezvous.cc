@@ -156,6 +156,15 @@ Result<Membership> ReadMembership(KvStore* store, const std::string& job) {
   return m;
 }
 
+std::string FirstMemberGone(KvStore* store, const Generation& g, const std::string& me) {
+  for (const MemberInfo& m : g.members) {
+    if (m.id == me) continue;
+    Result<bool> alive = store->IsAlive(m.id);
+    if (alive.ok() && !*alive) return m.id;
+  }
+  return "";
+}
+
 bool Rendezvous::CanClose(const State& s, const std::vector<MemberInfo>& alive) const {
   const int n = static_cast<int>(alive.size());
   if (n < opt_.min_workers) return false;

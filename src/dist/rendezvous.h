@@ -83,6 +83,10 @@ struct Membership {
 };
 // Reads job's state (RendezvousOptions::job); DataLoss when malformed.
 Result<Membership> ReadMembership(KvStore* store, const std::string& job);
+// The id of the first member of `g` other than `me` whose liveness has
+// lapsed, or "" (a store that cannot answer counts as alive, as in the close
+// rule): what a member building g's process group watches for.
+std::string FirstMemberGone(KvStore* store, const Generation& g, const std::string& me);
 
 class Rendezvous {
  public:
