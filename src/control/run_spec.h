@@ -67,6 +67,11 @@ struct ControllerSpec {
   // there): loopback for the local provider; the controller's address on
   // the instances' network for providers whose instances run elsewhere.
   std::string advertise_host = "127.0.0.1";
+  // The rendezvous the instances join, when the job names one: an etcd
+  // cluster ("etcd://HOST:PORT[,HOST:PORT...]", every member the instances
+  // may reach) or a `spot rendezvous` kept elsewhere ("tcp://HOST:PORT").
+  // "" = the controller hosts a `spot rendezvous` at advertise_host.
+  std::string rendezvous;
   double reconcile_interval_s = 0.05;  // wall seconds between reconcile passes
   double terminate_grace_s = 10;       // wall seconds from SIGTERM to SIGKILL
   double unreachable_after_s = 20;     // wall seconds without a worker's heartbeat before

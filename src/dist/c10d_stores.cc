@@ -454,20 +454,40 @@ void BoundEveryCall(c10d::TCPStore& store, std::chrono::milliseconds timeout) {
 }  // namespace
 
 Result<Endpoint> ParseRendezvousUrl(const std::string& url) {
-  static const std::regex kForm(R"(^(tcp|etcd)://([A-Za-z0-9.\-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$)");
-  std::smatch m;
-  int port = 0;
-  if (std::regex_match(url, m, kForm)) {
-    const std::string digits = m[3];  // 1-5 digits: fits an int
-    std::from_chars(digits.data(), digits.data() + digits.size(), port);
-  }
-  if (port < 1 || port > 65535) {
+  static const std::regex kScheme(R"(^(tcp|etcd)://(.*)$)");
+  static const std::regex kMember(R"(^([A-Za-z0-9.\-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$)");
+  const auto bad = [&] {
     return InvalidArgumentError(fmt::format(
-        "rendezvous address '{}': expected tcp://HOST:PORT (a TCPStore) or etcd://HOST:PORT "
-        "(etcd's client URL), with a port in 1-65535",
+        "rendezvous address '{}': expected tcp://HOST:PORT (a TCPStore) or "
+        "etcd://HOST:PORT[,HOST:PORT...] (etcd's client URL, or its members'), with ports in "
+        "1-65535",
         url));
+  };
+  std::smatch m;
+  if (!std::regex_match(url, m, kScheme)) return bad();
+  Endpoint e{.scheme = m[1]};
+  const std::string rest = m[2];
+  size_t at = 0;
+  for (;;) {
+    const size_t comma = rest.find(',', at);
+    const std::string member = rest.substr(at, comma == std::string::npos ? comma : comma - at);
+    std::smatch mm;
+    int port = 0;
+    if (std::regex_match(member, mm, kMember)) {
+      const std::string digits = mm[2];  // 1-5 digits: fits an int
+      std::from_chars(digits.data(), digits.data() + digits.size(), port);
+    }
+    if (port < 1 || port > 65535) return bad();
+    if (e.members.empty()) {
+      e.host = mm[1];
+      e.port = port;
+    }
+    e.members.push_back(member);
+    if (comma == std::string::npos) break;
+    at = comma + 1;
   }
-  return Endpoint{.scheme = m[1], .host = m[2], .port = port};
+  if (e.scheme == "tcp" && e.members.size() > 1) return bad();
+  return e;
 }
 
 Status ProbeRendezvous(const std::string& url, std::chrono::milliseconds timeout,
@@ -505,7 +525,10 @@ Result<RendezvousBackend> OpenRendezvous(const std::string& url, const std::stri
     return b;
   }
   EtcdOptions eo;
-  eo.endpoint = fmt::format("http://{}:{}", e.host, e.port);
+  eo.endpoint.clear();
+  for (const std::string& member : e.members) {
+    eo.endpoint += (eo.endpoint.empty() ? "http://" : ",http://") + member;
+  }
   eo.key_prefix = "/spot/" + job + "/";
   eo.liveness_ttl = std::max(std::chrono::seconds(1),
                              std::chrono::duration_cast<std::chrono::seconds>(liveness_ttl));

@@ -14,6 +14,7 @@
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <vector>
 
 #include "core/status.h"
 #include "dist/kv_store.h"
@@ -59,16 +60,19 @@ struct RendezvousBackend {
 Status ProbeRendezvous(const std::string& url, std::chrono::milliseconds timeout,
                        const std::function<bool()>& stop = nullptr);
 
-// A rendezvous address, "tcp://HOST:PORT" (a TCPStore) or "etcd://HOST:PORT".
+// A rendezvous address, "tcp://HOST:PORT" (a TCPStore) or "etcd://HOST:PORT"
+// (an etcd cluster's members, comma-separated: "etcd://a:2379,b:2379,c:2379").
 struct Endpoint {
   std::string scheme;  // "tcp" or "etcd"
-  std::string host;    // brackets kept for IPv6: "[::1]"
+  std::string host;    // the first member's; brackets kept for IPv6: "[::1]"
   int port = 0;
+  std::vector<std::string> members;  // "HOST:PORT" of each, the first included
 };
 // InvalidArgument naming the address and the accepted forms.
 Result<Endpoint> ParseRendezvousUrl(const std::string& url);
 
-// Connects to "tcp://HOST:PORT" or "etcd://HOST:PORT". InvalidArgument for a
+// Connects to "tcp://HOST:PORT" or "etcd://HOST:PORT[,HOST:PORT...]" (every
+// member given is tried in turn: EtcdOptions::endpoint). InvalidArgument for a
 // malformed address (naming it and the accepted forms); for tcp://, the
 // errors of ProbeRendezvous. Every later call on a tcp:// store gives up
 // (throws; Unavailable through the KvStore) after waiting `timeout` (at

@@ -110,12 +110,27 @@ TEST(KvC10dStoreTest, BlockingReadsWaitForTheKeyAndTimeOut) {
 
 TEST(OpenRendezvousTest, MalformedAddressesNameTheAcceptedForms) {
   for (const char* url : {"", "tcp://", "tcp://host", "tcp://host:0", "tcp://host:70000",
-                          "http://127.0.0.1:2379", "etcd:/x:1", "tcp://a b:1"}) {
+                          "http://127.0.0.1:2379", "etcd:/x:1", "tcp://a b:1", "tcp://a:1,b:2",
+                          "etcd://a:1,", "etcd://a:1,,b:2", "etcd://a:1,b"}) {
     auto b = OpenRendezvous(url, "job", seconds(3), seconds(1));
     ASSERT_FALSE(b.ok()) << url;
     EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument) << url;
     EXPECT_NE(b.status().message().find("tcp://HOST:PORT"), std::string::npos);
   }
+}
+
+// etcd takes its cluster's members, comma-separated (the first is host:port).
+TEST(OpenRendezvousTest, AnEtcdAddressMayNameEveryMember) {
+  auto e = ParseRendezvousUrl("etcd://10.0.0.1:2379,[::1]:2380,etcd-c:2379");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->scheme, "etcd");
+  EXPECT_EQ(e->host, "10.0.0.1");
+  EXPECT_EQ(e->port, 2379);
+  EXPECT_EQ(e->members, (std::vector<std::string>{"10.0.0.1:2379", "[::1]:2380", "etcd-c:2379"}));
+  auto one = ParseRendezvousUrl("tcp://[::1]:29500");
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->host, "[::1]");
+  EXPECT_EQ(one->members, std::vector<std::string>{"[::1]:29500"});
 }
 
 TEST(OpenRendezvousTest, UnreachableTcpStoreIsUnavailableNamingIt) {

@@ -4,12 +4,14 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <charconv>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "core/base64.h"
@@ -100,14 +102,35 @@ class ClientPool {
   std::vector<std::unique_ptr<httplib::Client>> idle_;  // GUARDED_BY(mu_)
 };
 
+// The members of a comma-separated endpoint list, each without a trailing '/'.
+std::vector<std::string> Members(const std::string& endpoint) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  for (;;) {
+    size_t comma = endpoint.find(',', at);
+    std::string m = endpoint.substr(at, comma == std::string::npos ? comma : comma - at);
+    if (m.ends_with('/')) m.pop_back();  // "http://h:2379/"
+    out.push_back(std::move(m));
+    if (comma == std::string::npos) return out;
+    at = comma + 1;
+  }
+}
+
+// Requests that do the same when sent twice: one that may have reached a
+// member that then stopped answering may go to another.
+bool Repeatable(std::string_view path) { return path != "/v3/kv/txn" && path != "/v3/lease/grant"; }
+
 class EtcdKvStore final : public KvStore {
  public:
   explicit EtcdKvStore(const EtcdOptions& o)
-      : endpoint_(o.endpoint),
+      : endpoints_(Members(o.endpoint)),
         prefix_(o.key_prefix),
         ttl_(o.liveness_ttl),
-        timeout_(o.request_timeout),
-        pool_(o.endpoint, o.request_timeout) {}
+        timeout_(o.request_timeout) {
+    for (const std::string& e : endpoints_) {
+      pools_.push_back(std::make_unique<ClientPool>(e, o.request_timeout));
+    }
+  }
 
   Result<std::optional<std::string>> Get(const std::string& key) override {
     return RangeOne(prefix_ + key);
@@ -128,7 +151,8 @@ class EtcdKvStore final : public KvStore {
   static json PutRequest(const std::string& full_key, const std::string& value, int64_t lease);
   // POSTs `request` to the gateway; the parsed answer, or the error as a Status.
   Result<json> Call(const char* path, const json& request);
-  Status GatewayError(const char* path, int http_status, const std::string& body) const;
+  Status GatewayError(const std::string& member, const char* path, int http_status,
+                      const std::string& body) const;
   Result<std::optional<std::string>> RangeOne(const std::string& full_key);
   Status DeleteKey(const std::string& full_key);
   Result<int64_t> GrantLease();
@@ -136,11 +160,15 @@ class EtcdKvStore final : public KvStore {
   Status EnsureAliveKey(const std::string& id, int64_t lease);
   std::string AliveKey(const std::string& id) const { return prefix_ + "alive/" + id; }
 
-  const std::string endpoint_;
+  // The member requests go to first (the one that answered last).
+  const std::string& Current() const { return endpoints_[current_.load()]; }
+
+  const std::vector<std::string> endpoints_;
   const std::string prefix_;
   const std::chrono::seconds ttl_;
   const std::chrono::milliseconds timeout_;
-  ClientPool pool_;
+  std::vector<std::unique_ptr<ClientPool>> pools_;  // one per member
+  std::atomic<size_t> current_{0};
   std::mutex liveness_mu_;                 // held across a whole Heartbeat or MarkDead
   std::map<std::string, int64_t> leases_;  // GUARDED_BY(liveness_mu_): id -> lease we granted
 };
@@ -157,29 +185,46 @@ Result<json> EtcdKvStore::Call(const char* path, const json& request) {
   req.path = path;
   req.body = request.dump();
   req.set_header("Content-Type", "application/json");
-  httplib::Response res;
-  httplib::Error error = httplib::Error::Success;
-  std::unique_ptr<httplib::Client> client = pool_.Acquire();
-  bool sent = client->send(req, res, error);
-  // The gateway ends an error body with an HTTP trailer, which httplib 0.11
-  // cannot parse: it reports a read error although status and body arrived.
-  bool error_then_trailer =
-      !sent && error == httplib::Error::Read && res.status >= 400 && json::accept(res.body);
-  if (!sent && !error_then_trailer) {
-    return UnavailableError(fmt::format("etcd at {}: POST {}: {} (request timeout {} ms)",
-                                        endpoint_, path, httplib::to_string(error),
-                                        timeout_.count()));
+  const size_t n = endpoints_.size(), first = current_.load();
+  std::string failures;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (first + k) % n;
+    httplib::Response res;
+    httplib::Error error = httplib::Error::Success;
+    std::unique_ptr<httplib::Client> client = pools_[i]->Acquire();
+    bool sent = client->send(req, res, error);
+    // The gateway ends an error body with an HTTP trailer, which httplib 0.11
+    // cannot parse: it reports a read error although status and body arrived.
+    bool error_then_trailer =
+        !sent && error == httplib::Error::Read && res.status >= 400 && json::accept(res.body);
+    if (!sent && !error_then_trailer) {
+      failures += fmt::format("{}etcd at {}: POST {}: {} (request timeout {} ms)",
+                              failures.empty() ? "" : "; ", endpoints_[i], path,
+                              httplib::to_string(error), timeout_.count());
+      // The next member, unless this one may have done it (connected, then
+      // no answer) and a second time would differ.
+      current_.store((i + 1) % n);
+      if (error != httplib::Error::Connection && !Repeatable(path)) break;
+      continue;
+    }
+    if (sent) pools_[i]->Release(std::move(client));
+    json body = json::parse(res.body, nullptr, /*allow_exceptions=*/false);
+    if (res.status != 200 || !body.is_object() || body.contains("error")) {
+      Status s = GatewayError(endpoints_[i], path, res.status, res.body);
+      // A member that answers "no leader" (cut off from the others) or
+      // fails is asked last next time; this request is the caller's to retry.
+      current_.store(s.code() == StatusCode::kUnavailable ? (i + 1) % n : i);
+      return s;
+    }
+    current_.store(i);
+    return body;
   }
-  if (sent) pool_.Release(std::move(client));
-  json body = json::parse(res.body, nullptr, /*allow_exceptions=*/false);
-  if (res.status != 200 || !body.is_object() || body.contains("error")) {
-    return GatewayError(path, res.status, res.body);
-  }
-  return body;
+  return UnavailableError(failures);
 }
 
-Status EtcdKvStore::GatewayError(const char* path, int http_status, const std::string& body) const {
-  std::string where = fmt::format("etcd at {}: POST {}", endpoint_, path);
+Status EtcdKvStore::GatewayError(const std::string& member, const char* path, int http_status,
+                                 const std::string& body) const {
+  std::string where = fmt::format("etcd at {}: POST {}", member, path);
   json err = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (err.is_object() && err.contains("result")) err = err["result"];  // a stream's error
   if (err.is_object() && err.contains("error") && err["error"].is_object()) err = err["error"];
@@ -206,7 +251,7 @@ Result<std::optional<std::string>> EtcdKvStore::RangeOne(const std::string& full
   if (value == kv.end()) return std::optional<std::string>("");
   std::optional<std::string> decoded =
       value->is_string() ? Base64Decode(value->get<std::string>()) : std::nullopt;
-  if (!decoded) return InternalError(fmt::format("etcd at {}: value not base64", endpoint_));
+  if (!decoded) return InternalError(fmt::format("etcd at {}: value not base64", Current()));
   return decoded;
 }
 
@@ -238,10 +283,10 @@ Result<int64_t> EtcdKvStore::GrantLease() {
   json request = {{"TTL", std::to_string(ttl_.count())}};
   SPOT_ASSIGN_OR_RETURN(json r, Call("/v3/lease/grant", request));
   int64_t id = JsonInt(r, "ID");
-  if (id == 0) return InternalError(fmt::format("etcd at {}: lease grant without ID", endpoint_));
+  if (id == 0) return InternalError(fmt::format("etcd at {}: lease grant without ID", Current()));
   int64_t granted = JsonInt(r, "TTL");
   if (granted > ttl_.count()) {
-    spdlog::warn("etcd at {} raised the liveness TTL from {} s to its minimum, {} s", endpoint_,
+    spdlog::warn("etcd at {} raised the liveness TTL from {} s to its minimum, {} s", Current(),
                  ttl_.count(), granted);
   }
   return id;
@@ -304,11 +349,18 @@ Status EtcdKvStore::MarkDead(const std::string& id) {
 }
 
 Status ValidateOptions(const EtcdOptions& o) {
-  bool http = o.endpoint.rfind("http://", 0) == 0 || o.endpoint.rfind("https://", 0) == 0;
-  size_t host = o.endpoint.find("://") + 3;
-  if (!http || o.endpoint.find('/', host) != std::string::npos || o.endpoint.size() == host) {
-    return InvalidArgumentError(
-        fmt::format("etcd endpoint '{}': want http://host:port (no path)", o.endpoint));
+  const std::vector<std::string> members = Members(o.endpoint);
+  for (const std::string& e : members) {
+    bool http = e.rfind("http://", 0) == 0 || e.rfind("https://", 0) == 0;
+    size_t host = e.find("://") + 3;
+    if (!http || e.find('/', host) != std::string::npos || e.size() == host) {
+      return InvalidArgumentError(
+          fmt::format("etcd endpoint '{}': want http://host:port (no path){}", e,
+                      members.size() > 1 ? ", each member of a comma-separated list" : ""));
+    }
+    if (!httplib::Client(e).is_valid()) {
+      return InvalidArgumentError(fmt::format("etcd endpoint '{}': not a valid URL", e));
+    }
   }
   if (o.liveness_ttl < std::chrono::seconds(1)) {
     return InvalidArgumentError(
@@ -322,14 +374,8 @@ Status ValidateOptions(const EtcdOptions& o) {
 
 }  // namespace
 
-Result<std::unique_ptr<KvStore>> NewEtcdKvStore(const EtcdOptions& given) {
-  EtcdOptions options = given;
-  if (options.endpoint.ends_with('/')) options.endpoint.pop_back();  // "http://h:2379/"
+Result<std::unique_ptr<KvStore>> NewEtcdKvStore(const EtcdOptions& options) {
   SPOT_RETURN_IF_ERROR(ValidateOptions(options));
-  if (!httplib::Client(options.endpoint).is_valid()) {
-    return InvalidArgumentError(
-        fmt::format("etcd endpoint '{}': not a valid URL", options.endpoint));
-  }
   return std::unique_ptr<KvStore>(std::make_unique<EtcdKvStore>(options));
 }
 

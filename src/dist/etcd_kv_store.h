@@ -18,7 +18,8 @@
 // TTL.
 //
 // Errors: a connection failure or a request past request_timeout is
-// Unavailable (retry) and names the endpoint; an error answered by etcd
+// Unavailable (retry) and names the endpoint (each member tried, when
+// several are given); an error answered by etcd
 // ({"error","message","code"}) keeps etcd's message, with its gRPC code mapped
 // to the nearest StatusCode (e.g. "request is too large" -> InvalidArgument).
 //
@@ -39,6 +40,12 @@ namespace spot::dist {
 struct EtcdOptions {
   // Client URL of one etcd member's gateway, "http://host:port" (https://
   // also works). No path; one trailing '/' is ignored. Default: a local etcd.
+  // Several members of one cluster, comma-separated, as etcdctl's
+  // --endpoints ("http://a:2379,http://b:2379,http://c:2379"): a request goes
+  // to the member that answered last; when that one cannot be reached, to
+  // the next (a request that may have reached it and changes something on a
+  // second try, a compare-and-swap or a lease grant, is not sent again: it
+  // is Unavailable, and the next request starts at the next member).
   std::string endpoint = "http://127.0.0.1:2379";
 
   // Namespace for every key this store reads or writes, e.g. "/spot/<job>/".

@@ -132,8 +132,8 @@ class EtcdKvStoreTest : public ::testing::Test {
 };
 
 TEST_F(EtcdKvStoreTest, RejectsBadOptions) {
-  for (const char* endpoint :
-       {"127.0.0.1:2379", "ftp://127.0.0.1:2379", "http://", "http://h:1/v3"}) {
+  for (const char* endpoint : {"127.0.0.1:2379", "ftp://127.0.0.1:2379", "http://", "http://h:1/v3",
+                               "http://127.0.0.1:2379,127.0.0.1:2380", "http://127.0.0.1:2379,"}) {
     EtcdOptions o;
     o.endpoint = endpoint;
     EXPECT_EQ(NewEtcdKvStore(o).status().code(), StatusCode::kInvalidArgument) << endpoint;
@@ -233,6 +233,79 @@ TEST_F(EtcdKvStoreTest, SilentServerTimesOutAtRequestTimeout) {
   EXPECT_NE(got.status().message().find(silent.endpoint()), std::string::npos);
   EXPECT_GE(took, milliseconds(250));
   EXPECT_LT(took, milliseconds(2000));
+}
+
+// Several members: one that refuses connections is passed over for the next,
+// for every request; one that connects and then says nothing is passed over
+// for requests that may be sent twice, while a compare-and-swap that may have
+// reached it is not repeated (Unavailable) and the next request starts at
+// the next member.
+TEST_F(EtcdKvStoreTest, AMemberThatDoesNotAnswerIsPassedOver) {
+  DeadSocket refusing(/*listening=*/false);
+  std::unique_ptr<KvStore> store = MakeStore(refusing.endpoint() + "," + endpoint_, prefix_);
+  ASSERT_TRUE(store->Put("k", "v").ok());
+  EXPECT_EQ(store->Get("k").value(), std::optional<std::string>("v"));
+  EXPECT_TRUE(store->CompareAndSwap("k", "v", "w").value());
+  ASSERT_TRUE(store->Heartbeat("w1").ok());
+  EXPECT_TRUE(store->IsAlive("w1").value());
+  std::unique_ptr<KvStore> fresh = MakeStore(refusing.endpoint() + "," + endpoint_, prefix_);
+  EXPECT_TRUE(fresh->CompareAndSwap("k", "w", "x").value()) << "a refused connection sent nothing";
+
+  DeadSocket silent(/*listening=*/true);
+  std::unique_ptr<KvStore> quiet =
+      MakeStore(silent.endpoint() + "," + endpoint_, prefix_, seconds(3), 300ms);
+  EXPECT_EQ(quiet->Get("k").value(), std::optional<std::string>("x"));
+  std::unique_ptr<KvStore> cas =
+      MakeStore(silent.endpoint() + "," + endpoint_, prefix_, seconds(3), 300ms);
+  Result<bool> swapped = cas->CompareAndSwap("k", "x", "y");
+  EXPECT_EQ(swapped.status().code(), StatusCode::kUnavailable) << swapped.status().ToString();
+  EXPECT_NE(swapped.status().message().find(silent.endpoint()), std::string::npos);
+  EXPECT_TRUE(cas->CompareAndSwap("k", "x", "y").value()) << "the next request, the next member";
+
+  DeadSocket also_refusing(/*listening=*/false);
+  std::unique_ptr<KvStore> none =
+      MakeStore(refusing.endpoint() + "," + also_refusing.endpoint(), prefix_);
+  Status s = none->Put("k", "v");
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find(refusing.endpoint()), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find(also_refusing.endpoint()), std::string::npos) << s.ToString();
+}
+
+// A store given every member of a three-member cluster goes on when the
+// member it was talking to is SIGKILLed: its keys and its ids' leases live in
+// the cluster, not in the member.
+TEST(EtcdKvStoreCluster, AStoreOverEveryMemberOutlivesAKilledOne) {
+  auto cluster = EtcdTestServer::StartCluster(3);
+  if (cluster.status().code() == StatusCode::kFailedPrecondition) {
+    GTEST_SKIP() << cluster.status().ToString();
+  }
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  std::string endpoints;
+  for (const auto& member : *cluster) {
+    endpoints += (endpoints.empty() ? "" : ",") + member->endpoint();
+  }
+  std::unique_ptr<KvStore> store = MakeStore(endpoints, "/cluster/", seconds(2), 1000ms);
+  ASSERT_TRUE(store->Put("k", "v").ok());
+  ASSERT_TRUE(store->Heartbeat("w1").ok());
+  (*cluster)[0]->Kill();
+  // The others may hold an election first (when the killed one led).
+  auto deadline = Clock::now() + 10s;
+  Result<std::optional<std::string>> got = store->Get("k");
+  while (!got.ok() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+    got = store->Get("k");
+  }
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, std::optional<std::string>("v"));
+  for (int i = 0; i < 30; ++i) {  // 3 s: past the 2 s TTL, kept by heartbeats
+    Status beat = store->Heartbeat("w1");
+    ASSERT_TRUE(beat.ok() || beat.code() == StatusCode::kUnavailable) << beat.ToString();
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(store->IsAlive("w1").value());
+  EXPECT_TRUE(store->CompareAndSwap("k", "v", "w").value());
+  std::unique_ptr<KvStore> killed = MakeStore((*cluster)[0]->endpoint(), "/cluster/");
+  EXPECT_EQ(killed->Get("k").status().code(), StatusCode::kUnavailable) << "the member is gone";
 }
 
 // etcd refuses requests over --max-request-bytes (1.5 MiB by default) itself;

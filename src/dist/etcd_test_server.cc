@@ -29,6 +29,18 @@ std::vector<std::string> EtcdArgs(const std::string& data_dir, const std::string
           "--heartbeat-interval=10", "--election-timeout=100"};
 }
 
+// Member `name` of the cluster `initial` ("m0=http://...,m1=...").
+std::vector<std::string> MemberArgs(const std::string& name, const std::string& data_dir,
+                                    const std::string& client, const std::string& peer,
+                                    const std::string& initial) {
+  return {kEtcd, "--name=" + name, "--data-dir=" + data_dir, "--listen-client-urls=" + client,
+          "--advertise-client-urls=" + client, "--listen-peer-urls=" + peer,
+          "--initial-advertise-peer-urls=" + peer, "--initial-cluster=" + initial,
+          "--initial-cluster-state=new", "--initial-cluster-token=spot-test",
+          // Loose enough that busy test machines do not hold spurious elections.
+          "--heartbeat-interval=50", "--election-timeout=500"};
+}
+
 // etcd's output replaces the log; it dies with the thread that started it.
 Result<pid_t> SpawnEtcd(const std::vector<std::string>& argv, const std::string& log) {
   SPOT_ASSIGN_OR_RETURN(int64_t pid, Spawn({.argv = argv,
@@ -65,6 +77,58 @@ Result<std::unique_ptr<EtcdTestServer>> EtcdTestServer::Start(
     if (!server->reaped_) break;  // hung rather than exited (e.g. on a taken port)
   }
   return last;
+}
+
+Result<std::vector<std::unique_ptr<EtcdTestServer>>> EtcdTestServer::StartCluster(
+    int members, std::chrono::milliseconds ready_timeout) {
+  if (!Installed()) {
+    return FailedPreconditionError(fmt::format(
+        "{} is not installed: run scripts/install-deps.sh (Debian etcd-server)", kEtcd));
+  }
+  Status last;
+  for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
+    struct Planned {
+      TempDir dir;
+      std::string client, peer;
+    };
+    std::vector<Planned> plan;
+    std::string initial;
+    for (int m = 0; m < members; ++m) {
+      SPOT_ASSIGN_OR_RETURN(TempDir dir, TempDir::Create("spot-etcd"));
+      SPOT_ASSIGN_OR_RETURN(int client_port, PickFreePort());
+      SPOT_ASSIGN_OR_RETURN(int peer_port, PickFreePort());
+      plan.push_back({std::move(dir), fmt::format("http://127.0.0.1:{}", client_port),
+                      fmt::format("http://127.0.0.1:{}", peer_port)});
+      initial += fmt::format("{}m{}={}", m == 0 ? "" : ",", m, plan.back().peer);
+    }
+    std::vector<std::unique_ptr<EtcdTestServer>> cluster;
+    for (int m = 0; m < members; ++m) {
+      Planned& p = plan[m];
+      std::string data = (p.dir.path() / "data").string();
+      std::string log = (p.dir.path() / "etcd.log").string();
+      SPOT_ASSIGN_OR_RETURN(
+          pid_t pid,
+          SpawnEtcd(MemberArgs(fmt::format("m{}", m), data, p.client, p.peer, initial), log));
+      cluster.emplace_back(new EtcdTestServer(std::move(p.dir), p.client, pid));
+    }
+    bool hung = false;
+    last = Status::Ok();
+    for (auto& member : cluster) {
+      last = member->WaitReady(ready_timeout);
+      if (!last.ok()) {
+        hung = !member->reaped_;
+        break;
+      }
+    }
+    if (last.ok()) return cluster;
+    if (hung) break;
+  }
+  return last;
+}
+
+void EtcdTestServer::Kill() {
+  if (!reaped_) (void)StopProcess(pid_, /*grace_s=*/0);
+  reaped_ = true;
 }
 
 Result<EtcdTestServer*> EtcdTestServer::Shared() {

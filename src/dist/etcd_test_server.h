@@ -24,6 +24,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "core/temp_dir.h"
@@ -43,8 +44,18 @@ class EtcdTestServer {
   // Tests sharing it should use distinct key prefixes.
   static Result<EtcdTestServer*> Shared();
 
+  // A cluster of `members` etcd members on 127.0.0.1, each a server as
+  // Start()'s (its own ports, data directory and log), returned once every
+  // member answers a read. Elections take ~0.5 s: a member's death is the
+  // cluster's business, not a test's.
+  static Result<std::vector<std::unique_ptr<EtcdTestServer>>> StartCluster(
+      int members, std::chrono::milliseconds ready_timeout = std::chrono::seconds(20));
+
   // True when /usr/bin/etcd exists and is executable.
   static bool Installed();
+
+  // SIGKILLs etcd now, as a crash would, and reaps it.
+  void Kill();
 
   ~EtcdTestServer();
   EtcdTestServer(const EtcdTestServer&) = delete;

@@ -376,6 +376,12 @@ Result<CheckedJob> CheckJob(const std::string& path) {
   SPOT_ASSIGN_OR_RETURN(c.market, LoadRunMarket(c.job.run));
   c.job.run.resources.ondemand_price = c.market.ondemand_price;
   SPOT_RETURN_IF_ERROR(control::ValidateJob(c.job.run));
+  if (const std::string& url = c.job.run.controller.rendezvous; !url.empty()) {
+    if (auto e = dist::ParseRendezvousUrl(url); !e.ok()) {
+      return InvalidArgumentError(
+          fmt::format("{}: controller.rendezvous: {}", c.job.run.source, e.status().message()));
+    }
+  }
   c.state_dir = JobStateDir(c.job);
   if (c.job.run.command.enabled()) {
     SPOT_ASSIGN_OR_RETURN(c.worker_yaml, AgentJobText(c.job, c.state_dir));
@@ -462,8 +468,12 @@ int RunRunCommand(const RunArgs& args) {
   }
   ExportLogEnvironment();       // setenv: before any thread starts
   control::BlockStopSignals();  // before any thread starts
+  // The job's own rendezvous (an etcd cluster), else one this controller hosts.
+  const bool hosted = j.run.controller.rendezvous.empty();
   bool started = false;
-  auto rdzv_url = EnsureRendezvous(state_dir, j.job_dir, j.run.controller.advertise_host, &started);
+  Result<std::string> rdzv_url =
+      hosted ? EnsureRendezvous(state_dir, j.job_dir, j.run.controller.advertise_host, &started)
+             : j.run.controller.rendezvous;
   if (!rdzv_url.ok()) return Fail(rdzv_url.status());
   const bool command = j.run.command.enabled();
   const auto ttl = std::chrono::milliseconds(
@@ -515,7 +525,7 @@ int RunRunCommand(const RunArgs& args) {
     return FailWithRendezvous(outcome.status(), started, state_dir, j.run.name,
                               &(*runner)->store());
   }
-  if (control::IsTerminal(outcome->state)) StopRendezvous(state_dir);
+  if (hosted && control::IsTerminal(outcome->state)) StopRendezvous(state_dir);
   const JobFiles files{j.job_dir};
   return PrintRunSummary((*runner)->store(), j.run, market, j.job_dir, *outcome,
                          static_cast<int64_t>(ReadStepLog(files.step_log()).size()));

@@ -3,6 +3,7 @@
 // the real SQLite state and rendezvous. Markets are small hand-made traces
 // (one tick = one wall second), so every preemption happens at a known tick.
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 #include <sys/mount.h>
 
@@ -19,6 +20,9 @@
 #include "cloud/local_provider.h"
 #include "control/job_store.h"
 #include "core/file_io.h"
+#include "dist/etcd_kv_store.h"
+#include "dist/etcd_test_server.h"
+#include "dist/rendezvous.h"
 
 namespace spot::testing {
 namespace {
@@ -349,6 +353,80 @@ TEST_F(RunTest, KilledControllerResumes) {
   for (size_t t = 0; t < decisions.size(); ++t) EXPECT_EQ(decisions[t]["tick"], t);
 }
 
+// The member of `cluster` that leads it (its index), or -1.
+int EtcdLeader(const std::vector<std::unique_ptr<dist::EtcdTestServer>>& cluster) {
+  for (size_t i = 0; i < cluster.size(); ++i) {
+    httplib::Client c(cluster[i]->endpoint());
+    auto r = c.Post("/v3/maintenance/status", "{}", "application/json");
+    if (!r || r->status != 200) continue;
+    json status = json::parse(r->body, nullptr, false);
+    if (status.is_object() && status.value("leader", "") != "" &&
+        status["leader"] == status["header"]["member_id"]) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+// controller.rendezvous names an etcd cluster (three members on loopback):
+// the controller hosts no rendezvous of its own and the workers meet in etcd.
+// When the member every request goes to, the cluster's leader, is SIGKILLed
+// mid-training (the two others elect a leader; the requests go to them), a
+// preemption after it is handled as usual: the survivor re-forms from its
+// memory, the replacement joins, and no step is redone. (A `spot rendezvous` the
+// controller hosts is one process: its death fails the workers, which are
+// replaced and resume from the durable checkpoint.)
+TEST_F(RunTest, AnEtcdClusterRendezvousOutlivesAKilledMember) {
+  auto cluster = dist::EtcdTestServer::StartCluster(3);
+  if (cluster.status().code() == StatusCode::kFailedPrecondition) {
+    GTEST_SKIP() << cluster.status().ToString();
+  }
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  // The leader first: the member every request goes to, the one killed.
+  const int leader = EtcdLeader(*cluster);
+  ASSERT_GE(leader, 0) << "no member leads the cluster";
+  std::string members;
+  for (int k = 0; k < 3; ++k) {
+    members += (members.empty() ? "" : ",") +
+               (*cluster)[(leader + k) % 3]->endpoint().substr(std::string("http://").size());
+  }
+  // Room for both instances but at ticks 12-13 (seconds, at x60): one is
+  // preempted after the kill, so the survivor re-forms, and the replacement
+  // joins, through the two members left.
+  std::vector<int> counts(kTicks, 2);
+  counts[12] = counts[13] = 1;
+  WriteTrace("zone-a", counts);
+  auto job = RunJob("etcd", "", "", 3000, "", "  rendezvous: etcd://" + members + "\n");
+  ChildProcess run({SPOT_BIN, "run", job.string()}, (dir_ / "etcd-run").string());
+  int64_t step = 0;
+  for (int i = 0; i < 600 && step < 300; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto store = control::JobStore::Open((dir_ / "etcd" / "controller" / "state.db").string());
+    if (!store.ok()) continue;
+    auto p = (*store)->GetValue("etcd", "progress");
+    if (p.ok() && *p) step = json::parse(**p).value("step", int64_t{0});
+  }
+  ASSERT_GE(step, 300) << "the job did not get going";
+  (*cluster)[leader]->Kill();
+  ProcessResult r = run.Wait(300);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json s = Summary("etcd");
+  EXPECT_EQ(s["state"], "SUCCEEDED");
+  EXPECT_GE(s["preemptions"].get<int>(), 1) << r.out;
+  EXPECT_EQ(s["steps_redone"], 0) << "the survivor did not re-form from its memory\n" << r.out;
+  EXPECT_FALSE(fs::exists(dir_ / "etcd" / "controller" / "rendezvous.json"))
+      << "the controller hosted a rendezvous of its own";
+  dist::EtcdOptions o;
+  o.endpoint = (*cluster)[(leader + 1) % 3]->endpoint();
+  o.key_prefix = "/spot/etcd/";
+  auto kv = dist::NewEtcdKvStore(o);
+  ASSERT_TRUE(kv.ok()) << kv.status().ToString();
+  auto membership = dist::ReadMembership(kv->get(), "etcd");
+  ASSERT_TRUE(membership.ok()) << membership.status().ToString();
+  EXPECT_GE(membership->generation, 2) << "the workers re-formed in etcd after the kill";
+  ExpectLedgerMatchesLifetimes("etcd");
+}
+
 // A worker that stops answering (SIGSTOP) is found by its missing heartbeat
 // and replaced; the job still finishes.
 TEST_F(RunTest, UnreachableWorkerIsReplaced) {
@@ -461,6 +539,10 @@ TEST_F(RunTest, BadJobFilesAreRefused) {
        "controller.state_dir: cannot create directory " + file + "/state: " + file +
            " is not a directory",
        "  state_dir: " + file + "/state\n"},
+      {"", "", "controller.rendezvous: expected etcd://HOST:PORT[,HOST:PORT...] or tcp://",
+       "  rendezvous: redis://127.0.0.1:6379\n"},
+      {"", "", "controller.rendezvous: rendezvous address 'etcd://127.0.0.1:2379,'",
+       "  rendezvous: etcd://127.0.0.1:2379,\n"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string name = fmt::format("bad{}", i);
