@@ -84,7 +84,7 @@ struct WorkerObserver {
 };
 
 struct WorkerOptions {
-  std::string rendezvous;          // tcp://HOST:PORT | etcd://HOST:PORT (required)
+  std::string rendezvous;          // tcp://HOST:PORT | etcd://HOST:PORT[,HOST:PORT...] (required)
   std::string id;                  // unique per worker process; "" = <hostname>-<pid>-<random>
   std::string host = "127.0.0.1";  // address the other workers reach this one at
   // Per committed step, "step,epoch,loss,lr" (written by rank 0 of each generation).

@@ -38,7 +38,7 @@ int RunTrain(const TrainArgs& args);
 // (worker_command.cc).
 struct WorkerArgs {
   std::string job_path;
-  std::string rendezvous;  // tcp://HOST:PORT | etcd://HOST:PORT
+  std::string rendezvous;  // tcp://HOST:PORT | etcd://HOST:PORT[,HOST:PORT...]
   std::string id;
   std::string host;  // "" = this machine's address toward the rendezvous host
   int threads = 0;   // overrides the job's threads when > 0

@@ -126,7 +126,7 @@ CLI::App* AddWorkerCommand(CLI::App& app, WorkerArgs* args) {
   cmd->add_option("job", args->job_path, "Job file (YAML); see docs/job-spec.md")->required();
   cmd->add_option("--rendezvous", args->rendezvous,
                   "tcp://HOST:PORT (a store hosted by `spot rendezvous` or `spot train --nproc`) "
-                  "or etcd://HOST:PORT (etcd's client address)")
+                  "or etcd://HOST:PORT[,HOST:PORT...] (etcd's client address, or every member's)")
       ->required();
   cmd->add_option("--id", args->id, "Unique worker id (default: <hostname>-<pid>-<random>)");
   cmd->add_option("--host", args->host,
