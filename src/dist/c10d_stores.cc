@@ -13,6 +13,7 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <ranges>
 #include <regex>
 #include <string_view>
 #include <thread>
@@ -467,10 +468,8 @@ Result<Endpoint> ParseRendezvousUrl(const std::string& url) {
   if (!std::regex_match(url, m, kScheme)) return bad();
   Endpoint e{.scheme = m[1]};
   const std::string rest = m[2];
-  size_t at = 0;
-  for (;;) {
-    const size_t comma = rest.find(',', at);
-    const std::string member = rest.substr(at, comma == std::string::npos ? comma : comma - at);
+  for (const auto part : std::views::split(rest, ',')) {
+    const std::string member(part.begin(), part.end());
     std::smatch mm;
     int port = 0;
     if (std::regex_match(member, mm, kMember)) {
@@ -483,10 +482,8 @@ Result<Endpoint> ParseRendezvousUrl(const std::string& url) {
       e.port = port;
     }
     e.members.push_back(member);
-    if (comma == std::string::npos) break;
-    at = comma + 1;
   }
-  if (e.scheme == "tcp" && e.members.size() > 1) return bad();
+  if (e.members.empty() || (e.scheme == "tcp" && e.members.size() > 1)) return bad();
   return e;
 }
 

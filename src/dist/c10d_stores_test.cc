@@ -111,7 +111,7 @@ TEST(KvC10dStoreTest, BlockingReadsWaitForTheKeyAndTimeOut) {
 TEST(OpenRendezvousTest, MalformedAddressesNameTheAcceptedForms) {
   for (const char* url : {"", "tcp://", "tcp://host", "tcp://host:0", "tcp://host:70000",
                           "http://127.0.0.1:2379", "etcd:/x:1", "tcp://a b:1", "tcp://a:1,b:2",
-                          "etcd://a:1,", "etcd://a:1,,b:2", "etcd://a:1,b"}) {
+                          "etcd://", "etcd://a:1,", "etcd://a:1,,b:2", "etcd://a:1,b"}) {
     auto b = OpenRendezvous(url, "job", seconds(3), seconds(1));
     ASSERT_FALSE(b.ok()) << url;
     EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument) << url;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <ranges>
 #include <string_view>
 #include <vector>
 
@@ -105,15 +106,12 @@ class ClientPool {
 // The members of a comma-separated endpoint list, each without a trailing '/'.
 std::vector<std::string> Members(const std::string& endpoint) {
   std::vector<std::string> out;
-  size_t at = 0;
-  for (;;) {
-    size_t comma = endpoint.find(',', at);
-    std::string m = endpoint.substr(at, comma == std::string::npos ? comma : comma - at);
+  for (const auto part : std::views::split(endpoint, ',')) {
+    std::string m(part.begin(), part.end());
     if (m.ends_with('/')) m.pop_back();  // "http://h:2379/"
     out.push_back(std::move(m));
-    if (comma == std::string::npos) return out;
-    at = comma + 1;
   }
+  return out;
 }
 
 // Requests that do the same when sent twice: one that may have reached a
@@ -350,6 +348,7 @@ Status EtcdKvStore::MarkDead(const std::string& id) {
 
 Status ValidateOptions(const EtcdOptions& o) {
   const std::vector<std::string> members = Members(o.endpoint);
+  if (members.empty()) return InvalidArgumentError("etcd endpoint: empty, want http://host:port");
   for (const std::string& e : members) {
     bool http = e.rfind("http://", 0) == 0 || e.rfind("https://", 0) == 0;
     size_t host = e.find("://") + 3;

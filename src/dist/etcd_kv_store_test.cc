@@ -132,8 +132,9 @@ class EtcdKvStoreTest : public ::testing::Test {
 };
 
 TEST_F(EtcdKvStoreTest, RejectsBadOptions) {
-  for (const char* endpoint : {"127.0.0.1:2379", "ftp://127.0.0.1:2379", "http://", "http://h:1/v3",
-                               "http://127.0.0.1:2379,127.0.0.1:2380", "http://127.0.0.1:2379,"}) {
+  for (const char* endpoint :
+       {"127.0.0.1:2379", "ftp://127.0.0.1:2379", "http://", "http://h:1/v3",
+        "http://127.0.0.1:2379,127.0.0.1:2380", "http://127.0.0.1:2379,", ""}) {
     EtcdOptions o;
     o.endpoint = endpoint;
     EXPECT_EQ(NewEtcdKvStore(o).status().code(), StatusCode::kInvalidArgument) << endpoint;

@@ -2,7 +2,6 @@
 // run in a unit test: MemoryKvStore and EtcdKvStore over a real etcd (skipped
 // when etcd is not installed).
 #include "dist/kv_store.h"
-#include "dist/kv_store_contract.h"
 
 #include <gtest/gtest.h>
 
@@ -16,13 +15,14 @@
 
 #include "dist/etcd_kv_store.h"
 #include "dist/etcd_test_server.h"
+#include "dist/kv_store_contract.h"
 
 namespace spot::dist {
 namespace {
 
+using std::chrono::seconds;
 using testing::Backend;
 using testing::KvStoreContractTest;
-using std::chrono::seconds;
 
 Result<std::unique_ptr<KvStore>> MakeMemory(const std::string&, seconds ttl) {
   return NewMemoryKvStore(ttl);

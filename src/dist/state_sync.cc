@@ -1,8 +1,7 @@
 #include "dist/state_sync.h"
 
-#include <xxhash.h>
-
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include "ckpt/blob_store.h"
 #include "ckpt/format.h"
@@ -19,8 +18,7 @@ Result<std::string> Encode(const TrainRefs& s) {
   ckpt::Container reference;
   ckpt::ChunkCodec codec;
   ckpt::CodecPlan plan{.full = ckpt::Codec::kRaw};
-  SPOT_RETURN_IF_ERROR(
-      ckpt::WriteCheckpointFile(c, plan, &reference, 0, -1, codec, *w).status());
+  SPOT_RETURN_IF_ERROR(ckpt::WriteCheckpointFile(c, plan, &reference, 0, -1, codec, *w).status());
   SPOT_RETURN_IF_ERROR(w->Commit());
   return std::move(mem.blob("state"));
 }
@@ -51,15 +49,14 @@ Result<uint64_t> BroadcastState(c10d::ProcessGroup& pg, int source, const TrainR
     std::vector<at::Tensor> t{size};
     pg.broadcast(t, c10d::BroadcastOptions{.rootRank = source})->wait();
     int64_t n = size.item<int64_t>();
-    at::Tensor data = pg.getRank() == source
-                          ? at::from_blob(bytes.data(), {n}, at::kByte)
-                          : at::empty({n}, at::kByte);
+    at::Tensor data = pg.getRank() == source ? at::from_blob(bytes.data(), {n}, at::kByte)
+                                             : at::empty({n}, at::kByte);
     std::vector<at::Tensor> d{data};
     pg.broadcast(d, c10d::BroadcastOptions{.rootRank = source})->wait();
     if (pg.getRank() != source) {
       bytes.assign(static_cast<const char*>(data.data_ptr()), static_cast<size_t>(n));
-      SPOT_RETURN_IF_ERROR(Decode(std::move(bytes), state).WithContext("state from rank " +
-                                                                        std::to_string(source)));
+      SPOT_RETURN_IF_ERROR(
+          Decode(std::move(bytes), state).WithContext("state from rank " + std::to_string(source)));
     }
     return static_cast<uint64_t>(n);
   } catch (const std::exception& e) {
