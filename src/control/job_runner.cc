@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -46,10 +47,21 @@ std::string LastErrorLine(const std::string& log_path) {
   return last;
 }
 
-ApiPages MonitorPages(JobMonitor& monitor) {
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// `dashboard_read_ms`: when a dashboard last began to read the job's data.
+ApiPages MonitorPages(JobMonitor& monitor, std::atomic<int64_t>* dashboard_read_ms) {
   return {.metrics = [&monitor] { return monitor.MetricsText(); },
           .targets = [&monitor] { return monitor.TargetsJson(); },
-          .dashboard_data = [&monitor](const std::string&) { return monitor.DashboardJson(true); },
+          .dashboard_data =
+              [&monitor, dashboard_read_ms](const std::string&) {
+                dashboard_read_ms->store(SteadyMs());
+                return monitor.DashboardJson(true);
+              },
           .dashboard_html =
               [](const std::string& id) {
                 return monitor::DashboardHtml({.title = id + " · SpotTrain",
@@ -90,6 +102,9 @@ struct JobRunner::Impl {
   std::unique_ptr<cloud::Provider> provider;
   std::unique_ptr<JobMonitor> monitor;
   std::unique_ptr<Controller> controller;
+  // When a dashboard last began to read the job's data (steady ms; -1:
+  // never); before the APIs, whose handlers write it, so it outlives them.
+  std::atomic<int64_t> dashboard_read_ms{-1};
   std::unique_ptr<ApiServer> api;
   // The API at controller.advertise_host, for instances on another network
   // (null when it is loopback: they use `api`).
@@ -103,6 +118,7 @@ struct JobRunner::Impl {
   Status StartApi();
   Result<std::unique_ptr<ApiServer>> StartApiOn(const std::string& host, int port);
   void LogStart() const;
+  void LetTheDashboardSeeTheEnd() const;
 };
 
 // A fresh job starts with empty training records; a resumed one keeps its
@@ -254,7 +270,7 @@ Result<std::unique_ptr<ApiServer>> JobRunner::Impl::StartApiOn(const std::string
                            .reachable_from_network = !IsLoopbackHost(host),
                            .port = port,
                            .token_path = (fs::path(o.state_dir) / "api.token").string(),
-                           .pages = MonitorPages(*monitor),
+                           .pages = MonitorPages(*monitor, &dashboard_read_ms),
                            .report =
                                [this](const std::string& job, const std::string& body) {
                                  if (job != o.spec.name) {
@@ -342,7 +358,21 @@ Result<JobOutcome> JobRunner::Run() {
   signals.join();
   refresher.join();
   (void)m.monitor->Refresh();  // the final state, for the last scrape and event files
+  m.LetTheDashboardSeeTheEnd();
   return outcome;
+}
+
+// The API ends with the process. A dashboard open on the job (it read the
+// job's data within the last 5 s; it polls every second) is given up to 3 s
+// to read the final state first, so that it shows how the job ended instead
+// of its last poll before; with none open, nothing is waited for.
+void JobRunner::Impl::LetTheDashboardSeeTheEnd() const {
+  const int64_t ended = SteadyMs();
+  const int64_t last = dashboard_read_ms.load();
+  if (last < 0 || ended - last > 5000) return;
+  while (dashboard_read_ms.load() < ended && SteadyMs() - ended < 3000) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 }  // namespace spot::control
