@@ -147,12 +147,7 @@ void ReadRunSpecFields(SpecReader& top, RunSpec* out) {
     c.AddError("advertise_host", "expected a host name or an IPv4 address (got '" +
                                      s.controller.advertise_host + "')");
   }
-  c.String("rendezvous", &s.controller.rendezvous);
-  if (!s.controller.rendezvous.empty() && !s.controller.rendezvous.starts_with("etcd://") &&
-      !s.controller.rendezvous.starts_with("tcp://")) {
-    c.AddError("rendezvous", "expected etcd://HOST:PORT[,HOST:PORT...] or tcp://HOST:PORT (got '" +
-                                 s.controller.rendezvous + "')");
-  }
+  c.String("rendezvous", &s.controller.rendezvous);  // checked by `spot run` (dist/c10d_stores.h)
   c.Double("reconcile_interval_s", &s.controller.reconcile_interval_s, {.min = 0.005, .max = 10});
   c.Double("terminate_grace_s", &s.controller.terminate_grace_s, {.min = 0, .max = 600});
   c.Double("unreachable_after_s", &s.controller.unreachable_after_s, {.min = 1, .max = 3600});

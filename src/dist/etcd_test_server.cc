@@ -20,25 +20,19 @@ namespace {
 constexpr char kEtcd[] = "/usr/bin/etcd";
 constexpr int kStartAttempts = 3;  // a picked port can be taken before etcd binds it
 
-std::vector<std::string> EtcdArgs(const std::string& data_dir, const std::string& client,
-                                  const std::string& peer) {
-  return {kEtcd, "--name=default", "--data-dir=" + data_dir, "--listen-client-urls=" + client,
-          "--advertise-client-urls=" + client, "--listen-peer-urls=" + peer,
-          "--initial-advertise-peer-urls=" + peer, "--initial-cluster=default=" + peer,
-          // A single member elects itself in ~0.1 s instead of ~1 s.
-          "--heartbeat-interval=10", "--election-timeout=100"};
-}
-
 // Member `name` of the cluster `initial` ("m0=http://...,m1=...").
-std::vector<std::string> MemberArgs(const std::string& name, const std::string& data_dir,
-                                    const std::string& client, const std::string& peer,
-                                    const std::string& initial) {
+std::vector<std::string> EtcdArgs(const std::string& name, const std::string& data_dir,
+                                  const std::string& client, const std::string& peer,
+                                  const std::string& initial, bool alone) {
   return {kEtcd, "--name=" + name, "--data-dir=" + data_dir, "--listen-client-urls=" + client,
           "--advertise-client-urls=" + client, "--listen-peer-urls=" + peer,
           "--initial-advertise-peer-urls=" + peer, "--initial-cluster=" + initial,
           "--initial-cluster-state=new", "--initial-cluster-token=spot-test",
-          // Loose enough that busy test machines do not hold spurious elections.
-          "--heartbeat-interval=50", "--election-timeout=500"};
+          // A single member elects itself in ~0.1 s instead of ~1 s; members of
+          // a cluster get timings loose enough that busy test machines do not
+          // hold spurious elections.
+          alone ? "--heartbeat-interval=10" : "--heartbeat-interval=50",
+          alone ? "--election-timeout=100" : "--election-timeout=500"};
 }
 
 // etcd's output replaces the log; it dies with the thread that started it.
@@ -57,26 +51,9 @@ bool EtcdTestServer::Installed() { return ::access(kEtcd, X_OK) == 0; }
 
 Result<std::unique_ptr<EtcdTestServer>> EtcdTestServer::Start(
     std::chrono::milliseconds ready_timeout) {
-  if (!Installed()) {
-    return FailedPreconditionError(fmt::format(
-        "{} is not installed: run scripts/install-deps.sh (Debian etcd-server)", kEtcd));
-  }
-  Status last;
-  for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
-    SPOT_ASSIGN_OR_RETURN(TempDir dir, TempDir::Create("spot-etcd"));
-    SPOT_ASSIGN_OR_RETURN(int client_port, PickFreePort());
-    SPOT_ASSIGN_OR_RETURN(int peer_port, PickFreePort());
-    std::string client = fmt::format("http://127.0.0.1:{}", client_port);
-    std::string peer = fmt::format("http://127.0.0.1:{}", peer_port);
-    std::string data = (dir.path() / "data").string();
-    std::string log = (dir.path() / "etcd.log").string();
-    SPOT_ASSIGN_OR_RETURN(pid_t pid, SpawnEtcd(EtcdArgs(data, client, peer), log));
-    std::unique_ptr<EtcdTestServer> server(new EtcdTestServer(std::move(dir), client, pid));
-    last = server->WaitReady(ready_timeout);
-    if (last.ok()) return server;
-    if (!server->reaped_) break;  // hung rather than exited (e.g. on a taken port)
-  }
-  return last;
+  SPOT_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<EtcdTestServer>> one,
+                        StartCluster(1, ready_timeout));
+  return std::move(one.front());
 }
 
 Result<std::vector<std::unique_ptr<EtcdTestServer>>> EtcdTestServer::StartCluster(
@@ -107,8 +84,9 @@ Result<std::vector<std::unique_ptr<EtcdTestServer>>> EtcdTestServer::StartCluste
       std::string data = (p.dir.path() / "data").string();
       std::string log = (p.dir.path() / "etcd.log").string();
       SPOT_ASSIGN_OR_RETURN(
-          pid_t pid,
-          SpawnEtcd(MemberArgs(fmt::format("m{}", m), data, p.client, p.peer, initial), log));
+          pid_t pid, SpawnEtcd(EtcdArgs(fmt::format("m{}", m), data, p.client, p.peer, initial,
+                                        /*alone=*/members == 1),
+                               log));
       cluster.emplace_back(new EtcdTestServer(std::move(p.dir), p.client, pid));
     }
     bool hung = false;
@@ -121,7 +99,7 @@ Result<std::vector<std::unique_ptr<EtcdTestServer>>> EtcdTestServer::StartCluste
       }
     }
     if (last.ok()) return cluster;
-    if (hung) break;
+    if (hung) break;  // rather than exited (e.g. on a taken port): another try would hang too
   }
   return last;
 }

@@ -45,9 +45,10 @@ class EtcdTestServer {
   static Result<EtcdTestServer*> Shared();
 
   // A cluster of `members` etcd members on 127.0.0.1, each a server as
-  // Start()'s (its own ports, data directory and log), returned once every
-  // member answers a read. Elections take ~0.5 s: a member's death is the
-  // cluster's business, not a test's.
+  // Start()'s (its own ports, data directory and log; Start() is a cluster
+  // of one), returned once every member answers a read. With several members
+  // elections take ~0.5 s: a member's death is the cluster's business, not a
+  // test's.
   static Result<std::vector<std::unique_ptr<EtcdTestServer>>> StartCluster(
       int members, std::chrono::milliseconds ready_timeout = std::chrono::seconds(20));
 

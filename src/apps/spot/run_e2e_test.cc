@@ -93,6 +93,19 @@ class RunTest : public E2eTest {
     text.replace(at, from.size(), to);
     std::ofstream(path) << text;
   }
+  // Waits (at most 60 s) until the job's progress, as the controller has it,
+  // reaches `step`; returns the last step seen.
+  int64_t WaitForStep(const std::string& name, int64_t step) {
+    int64_t seen = 0;
+    for (int i = 0; i < 600 && seen < step; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      auto store = control::JobStore::Open((dir_ / name / "controller" / "state.db").string());
+      if (!store.ok()) continue;
+      auto p = (*store)->GetValue(name, "progress");
+      if (p.ok() && *p) seen = json::parse(**p).value("step", int64_t{0});
+    }
+    return seen;
+  }
   json Summary(const std::string& name) {
     std::ifstream in(dir_ / name / "run-summary.json");
     return json::parse(in);
@@ -398,15 +411,7 @@ TEST_F(RunTest, AnEtcdClusterRendezvousOutlivesAKilledMember) {
   WriteTrace("zone-a", counts);
   auto job = RunJob("etcd", "", "", 3000, "", "  rendezvous: etcd://" + members + "\n");
   ChildProcess run({SPOT_BIN, "run", job.string()}, (dir_ / "etcd-run").string());
-  int64_t step = 0;
-  for (int i = 0; i < 600 && step < 300; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    auto store = control::JobStore::Open((dir_ / "etcd" / "controller" / "state.db").string());
-    if (!store.ok()) continue;
-    auto p = (*store)->GetValue("etcd", "progress");
-    if (p.ok() && *p) step = json::parse(**p).value("step", int64_t{0});
-  }
-  ASSERT_GE(step, 300) << "the job did not get going";
+  ASSERT_GE(WaitForStep("etcd", 300), 300) << "the job did not get going";
   (*cluster)[leader]->Kill();
   ProcessResult r = run.Wait(300);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -433,18 +438,15 @@ TEST_F(RunTest, UnreachableWorkerIsReplaced) {
   WriteTrace("zone-a", std::vector<int>(kTicks, 1));
   auto job = RunJob("hung", "", "", 6000, "", "  unreachable_after_s: 2\n");
   ChildProcess run({SPOT_BIN, "run", job.string()}, (dir_ / "hung").string());
+  ASSERT_GE(WaitForStep("hung", 200), 200) << "the job did not get going";
   int64_t victim = 0;
-  for (int i = 0; i < 600 && victim == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    auto store = control::JobStore::Open((dir_ / "hung" / "controller" / "state.db").string());
-    if (!store.ok()) continue;
-    auto p = (*store)->GetValue("hung", "progress");
-    if (!p.ok() || !*p || json::parse(**p).value("step", 0) < 200) continue;
-    auto live = (*store)->Instances("hung", true);
-    if (live.ok() && !live->empty()) {
-      auto data = cloud::DecodeLocalInstanceData(live->front().provider_data);
-      victim = data.ok() ? data->pid : 0;
-    }
+  {
+    auto store = Store("hung");
+    ASSERT_NE(store, nullptr);
+    auto live = store->Instances("hung", true);
+    ASSERT_TRUE(live.ok() && !live->empty());
+    auto data = cloud::DecodeLocalInstanceData(live->front().provider_data);
+    victim = data.ok() ? data->pid : 0;
   }
   ASSERT_GT(victim, 0);
   ::kill(static_cast<pid_t>(victim), SIGSTOP);
@@ -539,7 +541,7 @@ TEST_F(RunTest, BadJobFilesAreRefused) {
        "controller.state_dir: cannot create directory " + file + "/state: " + file +
            " is not a directory",
        "  state_dir: " + file + "/state\n"},
-      {"", "", "controller.rendezvous: expected etcd://HOST:PORT[,HOST:PORT...] or tcp://",
+      {"", "", "controller.rendezvous: rendezvous address 'redis://127.0.0.1:6379': expected",
        "  rendezvous: redis://127.0.0.1:6379\n"},
       {"", "", "controller.rendezvous: rendezvous address 'etcd://127.0.0.1:2379,'",
        "  rendezvous: etcd://127.0.0.1:2379,\n"},
